@@ -1,0 +1,11 @@
+module github.com/procwire/procwire
+
+go 1.26.8
+
+require (
+	github.com/coder/websocket v1.8.15 // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/text v0.14.0 // indirect
+)
