@@ -1,0 +1,313 @@
+package frames
+
+// Subprotocol is the WebSocket subprotocol of wire v1.
+const Subprotocol = "procwire.v1"
+
+// WireRevision is the revision literal carried in every evidence object.
+const WireRevision = "procwire.v1"
+
+// Bounds of wire v1. PROTOCOL.md states each one; a test pins them.
+const (
+	// MaxData is the largest decoded payload of one stdin, stdout or stderr frame.
+	MaxData = 256 << 10
+	// MaxLine is the largest frame after the first, in bytes including the '\n'.
+	MaxLine = 512 << 10
+	// MaxFirstLine is the largest first frame of a connection (open, resume or
+	// destroy). It fits the contract's argument bounds (256 arguments of
+	// 65,536 bytes, each byte escaped at worst as \u00XX) plus MaxEnvBytes.
+	MaxFirstLine = 128 << 20
+	// MaxArguments is the contract's bound on the number of arguments.
+	MaxArguments = 256
+	// MaxArgumentBytes is the contract's bound on one argument, in UTF-8 bytes.
+	MaxArgumentBytes = 65536
+	// MaxEnvEntries bounds the number of environment variables.
+	MaxEnvEntries = 4096
+	// MaxEnvBytes bounds the environment's keys and values together, in bytes.
+	MaxEnvBytes = 1 << 20
+	// MaxStringBytes bounds every other string field (executable, working
+	// directory, error messages) in UTF-8 bytes.
+	MaxStringBytes = 4096
+	// MaxInstanceIDBytes bounds instance_id.
+	MaxInstanceIDBytes = 128
+)
+
+// Type names a frame. The zero Type is invalid.
+type Type uint8
+
+// Frame types. Client to server: Open .. Destroy. Server to client: Opened .. Error.
+const (
+	TypeOpen Type = iota + 1
+	TypeResume
+	TypeStdin
+	TypeStdinClose
+	TypeAck
+	TypeSignal
+	TypeDestroy
+
+	TypeOpened
+	TypeResumed
+	TypeCredit
+	TypeStdout
+	TypeStdoutEOF
+	TypeStderr
+	TypeExit
+	TypeSignaled
+	TypeDestroyed
+	TypeError
+)
+
+var typeNames = [...]string{
+	TypeOpen:       "open",
+	TypeResume:     "resume",
+	TypeStdin:      "stdin",
+	TypeStdinClose: "stdin_close",
+	TypeAck:        "ack",
+	TypeSignal:     "signal",
+	TypeDestroy:    "destroy",
+	TypeOpened:     "opened",
+	TypeResumed:    "resumed",
+	TypeCredit:     "credit",
+	TypeStdout:     "stdout",
+	TypeStdoutEOF:  "stdout_eof",
+	TypeStderr:     "stderr",
+	TypeExit:       "exit",
+	TypeSignaled:   "signaled",
+	TypeDestroyed:  "destroyed",
+	TypeError:      "error",
+}
+
+// String returns the wire name of t, such as "stdout_eof".
+func (t Type) String() string {
+	if int(t) < len(typeNames) && typeNames[t] != "" {
+		return typeNames[t]
+	}
+	return "invalid"
+}
+
+// FromClient reports whether frames of type t travel from client to server.
+func (t Type) FromClient() bool { return t >= TypeOpen && t <= TypeDestroy }
+
+// Frame is implemented by a pointer to every frame type.
+type Frame interface {
+	// Type returns the frame's type.
+	Type() Type
+}
+
+// ProcessRequest is the contract's SandboxProcessRequest.
+type ProcessRequest struct {
+	Executable       string
+	Arguments        []string
+	WorkingDirectory string
+	// Environment is the child's entire environment. Encoded as a JSON
+	// object with its keys in ascending byte order.
+	Environment map[string]string
+}
+
+// Open starts a process on an instance. First frame of a connection.
+type Open struct {
+	InstanceID string
+	Request    ProcessRequest
+	// StdoutWindow and StdinWindow ask for window sizes in bytes; 0 (absent)
+	// takes the server's default. The server may grant less.
+	StdoutWindow int64
+	StdinWindow  int64
+}
+
+// Resume re-attaches a detached process. First frame of a connection.
+type Resume struct {
+	ProcessID string
+	Token     string
+	// StdoutReceived is the offset of the first stdout byte the client has
+	// not received; the server replays from there.
+	StdoutReceived int64
+	// StderrReceived is the same for stderr (best effort).
+	StderrReceived int64
+}
+
+// Stdin carries bytes for the child's stdin at absolute offset Off.
+type Stdin struct {
+	Off  int64
+	Data []byte
+}
+
+// StdinClose half-closes stdin after the byte at Off-1 (Off is the total).
+type StdinClose struct {
+	Off int64
+}
+
+// Ack acknowledges that the client's reader consumed stdout up to Stdout.
+type Ack struct {
+	Stdout int64
+}
+
+// SignalName is one of the signal names of the contract's vocabulary.
+type SignalName string
+
+// The signals a client may send.
+const (
+	SIGINT  SignalName = "SIGINT"
+	SIGTERM SignalName = "SIGTERM"
+	SIGKILL SignalName = "SIGKILL"
+)
+
+// Signal asks for a signal to the child's process group. ID is chosen by
+// the client, strictly increasing per process; a repeated ID is answered
+// again but never delivered twice.
+type Signal struct {
+	ID     int64
+	Signal SignalName
+}
+
+// Destroy tears the process down. Inside a session both fields are empty;
+// as the first frame of a connection both are required.
+type Destroy struct {
+	ProcessID string
+	Token     string
+}
+
+// Evidence is the contract's SandboxProcessEvidence: authored by the server,
+// never by workload output.
+type Evidence struct {
+	WireRevision     string // always WireRevision
+	Provider         string
+	ProviderRevision string
+	InstanceID       string
+	ProcessID        string
+	Executable       string // as requested
+	WorkingDirectory string // as requested
+	ArgumentsDigest  string // ArgumentsDigest(request.Arguments)
+	StartedAt        string // canonical UTC, see FormatTime
+}
+
+// Opened answers Open.
+type Opened struct {
+	ProcessID string
+	Token     string
+	Evidence  Evidence
+	// StdinLimit is the first absolute stdin offset the client may not send.
+	StdinLimit int64
+	// StdoutWindow is the most stdout the server holds unacknowledged.
+	StdoutWindow int64
+	// StderrWindow is the size of the lossy stderr ring.
+	StderrWindow int64
+	// GraceMS is how long a detached process waits for a resume.
+	GraceMS int64
+	// HeartbeatMS is the ping interval; a peer silent for twice that is dead.
+	HeartbeatMS int64
+	// ExitWaitMS bounds how long an exit waits for stdout_eof.
+	ExitWaitMS int64
+	// MaxData is the largest payload of one data frame, either direction.
+	MaxData int64
+}
+
+// Resumed answers Resume; replayed frames follow it.
+type Resumed struct {
+	ProcessID string
+	Evidence  Evidence
+	// StdinReceived is how much stdin the server holds; the client re-sends
+	// from there.
+	StdinReceived int64
+	StdinLimit    int64
+}
+
+// Credit grants stdin: the server received StdinReceived bytes and the
+// client may send up to StdinLimit.
+type Credit struct {
+	StdinReceived int64
+	StdinLimit    int64
+}
+
+// Stdout carries child stdout bytes at absolute offset Off.
+type Stdout struct {
+	Off  int64
+	Data []byte
+}
+
+// StdoutEOF says stdout ended; Off is its total length.
+type StdoutEOF struct {
+	Off int64
+}
+
+// Stderr carries child stderr bytes at absolute offset Off. A jump in Off
+// past what the client holds counts bytes the server's ring dropped.
+type Stderr struct {
+	Off  int64
+	Data []byte
+}
+
+// Exit reports how the process ended: Code 0..255 when Signal is empty,
+// otherwise the name of the signal that killed it ("SIGKILL", "SIGSEGV", ...).
+type Exit struct {
+	Code   int
+	Signal string
+}
+
+// Results of a signal frame.
+const (
+	SignalDelivered     = "delivered"
+	SignalAlreadyExited = "already_exited"
+)
+
+// Signaled answers Signal with the same ID.
+type Signaled struct {
+	ID     int64
+	Result string // SignalDelivered or SignalAlreadyExited
+}
+
+// Destroyed answers Destroy; every repeat settles the same way.
+type Destroyed struct {
+	ProcessID string
+}
+
+// ErrorCode is the contract's closed adapter error vocabulary.
+type ErrorCode string
+
+// The closed vocabulary of error frames.
+const (
+	CapabilityUnavailable ErrorCode = "SandboxCapabilityUnavailable"
+	FileTooLarge          ErrorCode = "SandboxFileTooLarge"
+	InstanceNotFound      ErrorCode = "SandboxInstanceNotFound"
+	LifecycleConflict     ErrorCode = "SandboxLifecycleConflict"
+	OperationFailed       ErrorCode = "SandboxOperationFailed"
+	OutputLimitExceeded   ErrorCode = "SandboxOutputLimitExceeded"
+	SnapshotForbidden     ErrorCode = "SandboxSnapshotForbidden"
+	SnapshotNotFound      ErrorCode = "SandboxSnapshotNotFound"
+)
+
+// Gap is carried by a replay_gap error: the client asked to resume stdout
+// at Requested but the oldest byte still held is at Oldest.
+type Gap struct {
+	Requested int64
+	Oldest    int64
+}
+
+// Error is a typed refusal from the closed vocabulary. Which fields are
+// present depends on Code; PROTOCOL.md lists them.
+type Error struct {
+	Code        ErrorCode
+	Operation   string
+	Expected    string
+	Actual      string
+	Requirement string
+	Reason      string
+	Message     string
+	Gap         *Gap
+}
+
+func (*Open) Type() Type       { return TypeOpen }
+func (*Resume) Type() Type     { return TypeResume }
+func (*Stdin) Type() Type      { return TypeStdin }
+func (*StdinClose) Type() Type { return TypeStdinClose }
+func (*Ack) Type() Type        { return TypeAck }
+func (*Signal) Type() Type     { return TypeSignal }
+func (*Destroy) Type() Type    { return TypeDestroy }
+func (*Opened) Type() Type     { return TypeOpened }
+func (*Resumed) Type() Type    { return TypeResumed }
+func (*Credit) Type() Type     { return TypeCredit }
+func (*Stdout) Type() Type     { return TypeStdout }
+func (*StdoutEOF) Type() Type  { return TypeStdoutEOF }
+func (*Stderr) Type() Type     { return TypeStderr }
+func (*Exit) Type() Type       { return TypeExit }
+func (*Signaled) Type() Type   { return TypeSignaled }
+func (*Destroyed) Type() Type  { return TypeDestroyed }
+func (*Error) Type() Type      { return TypeError }
