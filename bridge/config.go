@@ -1,0 +1,88 @@
+//go:build linux
+
+package bridge
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults used for zero fields of Config.
+const (
+	DefaultStdoutWindow = 4 << 20
+	DefaultStderrRing   = 64 << 10
+	DefaultStdinWindow  = 1 << 20
+	DefaultExitWait     = time.Second
+	DefaultDestroyWait  = 5 * time.Second
+)
+
+// Config bounds the memory and the waits of one Process. A zero field takes
+// its default; a negative one is rejected by Start with ErrInvalidConfig.
+type Config struct {
+	// StdoutWindow is the capacity of the stdout replay buffer: the most
+	// bytes the child can have written that the server has not acked.
+	StdoutWindow int
+	// StderrRing is the capacity of the lossy stderr ring.
+	StderrRing int
+	// StdinWindow is the capacity of the stdin queue: the most bytes pushed
+	// and not yet written to the child's pipe.
+	StdinWindow int
+	// ExitWait is how long the exit of a child already reaped waits for
+	// stdout EOF, so that a descendant holding stdout open cannot hold the
+	// exit back.
+	ExitWait time.Duration
+	// DestroyWait bounds Destroy.
+	DestroyWait time.Duration
+}
+
+// DefaultConfig returns a Config with every field at its default.
+func DefaultConfig() *Config {
+	return &Config{
+		StdoutWindow: DefaultStdoutWindow,
+		StderrRing:   DefaultStderrRing,
+		StdinWindow:  DefaultStdinWindow,
+		ExitWait:     DefaultExitWait,
+		DestroyWait:  DefaultDestroyWait,
+	}
+}
+
+// resolve returns a copy of c with defaults filled in; nil means defaults.
+func (c *Config) resolve() (Config, error) {
+	d := *DefaultConfig()
+	if c == nil {
+		return d, nil
+	}
+	r := *c
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"StdoutWindow", &r.StdoutWindow, d.StdoutWindow},
+		{"StderrRing", &r.StderrRing, d.StderrRing},
+		{"StdinWindow", &r.StdinWindow, d.StdinWindow},
+	} {
+		if *f.v < 0 {
+			return Config{}, fmt.Errorf("%w: %s is %d", ErrInvalidConfig, f.name, *f.v)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"ExitWait", &r.ExitWait, d.ExitWait},
+		{"DestroyWait", &r.DestroyWait, d.DestroyWait},
+	} {
+		if *f.v < 0 {
+			return Config{}, fmt.Errorf("%w: %s is %v", ErrInvalidConfig, f.name, *f.v)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	return r, nil
+}

@@ -1,0 +1,347 @@
+//go:build linux
+
+package bridge
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/procwire/procwire/replay"
+)
+
+// Process is a running child and its stdio. All methods are safe for
+// concurrent use. Notify has a single consumer.
+type Process struct {
+	cfg       Config // immutable after Start
+	pid       int    // also the process group id: the child is its group's leader
+	startedAt time.Time
+	notify    chan struct{} // capacity 1; see Notify
+
+	// Our ends of the child's pipes. Destroy closes all three; the stdin pump
+	// also closes stdinW (through closeStdinW) when it is done.
+	stdinW      *os.File
+	stdoutR     *os.File
+	stderrR     *os.File
+	stdinWClose sync.Once
+
+	inMu       sync.Mutex // guards the in* fields
+	inCond     *sync.Cond // on inMu; wakes the stdin pump: bytes queued, CloseStdin, Destroy
+	inQ        queue      // pushed, not yet written to the pipe
+	inClosed   bool       // CloseStdin was called
+	inBroken   bool       // the pipe failed: pushed bytes are discarded and counted
+	inStop     bool       // Destroy was called
+	inConsumed int64      // bytes written to the pipe or discarded after it failed
+
+	outMu   sync.Mutex     // guards out and outStop; held while Stdout's fn runs
+	outCond *sync.Cond     // on outMu; wakes the stdout pump: room appeared, Destroy
+	out     *replay.Buffer // stdout replay buffer
+	outStop bool           // Destroy was called
+
+	errMu   sync.Mutex   // guards errRing; held while Stderr's fn runs
+	errRing *replay.Ring // lossy stderr
+
+	// mu guards the exit and orders Signal's kill(-pgid) before the reap:
+	// the leader stays an unreaped zombie until Destroy, so its pid, which is
+	// the group id, cannot be reused while anyone may still signal it.
+	mu         sync.Mutex
+	exit       ExitStatus
+	published  bool // exit is set and done is closed
+	destroying bool // Destroy has killed the group; no more signals
+
+	done      chan struct{} // closed when the exit is published
+	destroyCh chan struct{} // closed by Destroy after the group was killed
+
+	// Each closed by its goroutine when it returns.
+	stdinDone  chan struct{}
+	stdoutDone chan struct{}
+	stderrDone chan struct{}
+	waitDone   chan struct{}
+
+	destroyOnce sync.Once
+	destroyErr  error // Destroy's result, set once
+}
+
+// Start validates req, starts the child and its pumps. A nil cfg means
+// DefaultConfig. Validation and start failures are *StartError.
+//
+// The child runs in a new process group, with Pdeathsig SIGKILL so that it
+// dies if the server dies (Linux ties Pdeathsig to the thread that forked; Go
+// ends a thread only when a goroutine locked to it exits without unlocking).
+func Start(req Request, cfg *Config) (*Process, error) {
+	c, err := cfg.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("start process: %w", err)
+	}
+	if err := checkDir(req.WorkingDirectory); err != nil {
+		return nil, err
+	}
+	env, err := buildEnv(req.Environment)
+	if err != nil {
+		return nil, err
+	}
+	path, err := resolveExecutable(&req)
+	if err != nil {
+		return nil, err
+	}
+	argv := append([]string{req.Executable}, req.Arguments...)
+
+	var files []*os.File // every pipe end, closed on failure
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	inR, inW, err := pipe()
+	if err != nil {
+		return nil, startFailure(ReasonStartFailed, err)
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, startFailure(ReasonStartFailed, err)
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, startFailure(ReasonStartFailed, err)
+	}
+
+	// Fd puts the child's ends in blocking mode, as a child expects; ours
+	// stay non-blocking, on the poller, so Close unblocks a pending Read.
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
+		Dir:   req.WorkingDirectory,
+		Env:   env, // never nil, so nothing is inherited
+		Files: []uintptr{inR.Fd(), outW.Fd(), errW.Fd()},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	started := time.Now()
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		closeAll()
+		return nil, forkFailure(err)
+	}
+
+	p := &Process{
+		cfg:        c,
+		pid:        pid,
+		startedAt:  started,
+		notify:     make(chan struct{}, 1),
+		stdinW:     inW,
+		stdoutR:    outR,
+		stderrR:    errR,
+		out:        replay.New(c.StdoutWindow),
+		errRing:    replay.NewRing(c.StderrRing),
+		done:       make(chan struct{}),
+		destroyCh:  make(chan struct{}),
+		stdinDone:  make(chan struct{}),
+		stdoutDone: make(chan struct{}),
+		stderrDone: make(chan struct{}),
+		waitDone:   make(chan struct{}),
+	}
+	p.inCond = sync.NewCond(&p.inMu)
+	p.outCond = sync.NewCond(&p.outMu)
+	go p.pumpStdin()
+	go p.pumpStdout()
+	go p.pumpStderr()
+	go p.waitChild()
+	return p, nil
+}
+
+// Pid returns the child's process id, which is also its process group id.
+func (p *Process) Pid() int { return p.pid }
+
+// StartedAt returns when the child was started.
+func (p *Process) StartedAt() time.Time { return p.startedAt }
+
+// Notify returns a channel of capacity 1 that receives a value, without
+// blocking the sender, whenever something observable changed: stdout
+// appended or reached EOF, stderr appended, StdinConsumed advanced, the exit
+// published. Several changes may fold into one value. It has one consumer:
+// the attached session's writer, which re-reads the state after each value.
+func (p *Process) Notify() <-chan struct{} { return p.notify }
+
+// changed signals Notify's consumer.
+func (p *Process) changed() {
+	select {
+	case p.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Stdout runs fn with the stdout buffer, under the lock that the stdout pump
+// also takes. fn may slice and ack; views it takes are valid only inside fn.
+// Acking wakes the pump if it was waiting for room.
+func (p *Process) Stdout(fn func(b *replay.Buffer)) {
+	p.outMu.Lock()
+	defer p.outMu.Unlock()
+	fn(p.out)
+	if p.out.Room() > 0 {
+		p.outCond.Signal()
+	}
+}
+
+// Stderr runs fn with the stderr ring under its lock. Views fn takes are
+// valid only inside fn.
+func (p *Process) Stderr(fn func(r *replay.Ring)) {
+	p.errMu.Lock()
+	defer p.errMu.Unlock()
+	fn(p.errRing)
+}
+
+// PushStdin copies b into the stdin queue; the stdin pump writes it to the
+// child. The server checks credit first, so a push that would make the queue
+// exceed Config.StdinWindow is a *StdinOverflowError and queues nothing.
+// After the child's pipe failed (the child exited or closed stdin), bytes are
+// discarded but counted in StdinConsumed, so a writer never waits forever on
+// credit. After CloseStdin it returns ErrStdinClosed; after Destroy,
+// ErrDestroyed.
+func (p *Process) PushStdin(b []byte) error {
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	switch {
+	case p.inStop:
+		return ErrDestroyed
+	case p.inClosed:
+		return ErrStdinClosed
+	case len(b) == 0:
+		return nil
+	case p.inQ.len()+len(b) > p.cfg.StdinWindow:
+		return &StdinOverflowError{Queued: p.inQ.len(), Pushed: len(b), Window: p.cfg.StdinWindow}
+	case p.inBroken:
+		p.inConsumed += int64(len(b))
+		p.changed()
+		return nil
+	}
+	p.inQ.push(b, p.cfg.StdinWindow)
+	p.inCond.Signal()
+	return nil
+}
+
+// CloseStdin half-closes stdin: the pump closes the child's pipe after the
+// last queued byte, and the child sees EOF. It is idempotent.
+func (p *Process) CloseStdin() error {
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	p.inClosed = true
+	p.inCond.Signal()
+	return nil
+}
+
+// StdinConsumed returns how many pushed bytes have left the queue: written
+// to the child's pipe, or discarded after the pipe failed.
+func (p *Process) StdinConsumed() int64 {
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	return p.inConsumed
+}
+
+// Done returns a channel closed once, when the exit is published.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exit returns the published exit status; ok is false until it is published.
+func (p *Process) Exit() (status ExitStatus, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exit, p.published
+}
+
+// Signal sends sig to the child's whole process group. Only SIGINT, SIGTERM
+// and SIGKILL are accepted (*UnsupportedSignalError otherwise). delivered is
+// false when the exit was already published or the process destroyed: the
+// contract's already_exited.
+func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
+	switch sig {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL:
+	default:
+		return false, &UnsupportedSignalError{Signal: sig}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.published || p.destroying {
+		return false, nil
+	}
+	// The leader is not reaped before destroying is set, so the group id
+	// is still ours.
+	if err := syscall.Kill(-p.pid, sig); err != nil {
+		if err == syscall.ESRCH {
+			return false, nil
+		}
+		return false, fmt.Errorf("signal process group %d: %w", p.pid, err)
+	}
+	return true, nil
+}
+
+// Destroy tears the process down: SIGKILL to the group, close our ends of the
+// pipes (which unblocks the pumps even if an escaped process holds the other
+// ends), wait for every goroutine and the reap of the child, and wait until
+// no live process of the group remains; all within Config.DestroyWait, else a
+// *DestroyTimeoutError (the goroutines still end on their own). It is
+// idempotent and safe concurrently: every call returns the first call's
+// result. After it, Exit reports the real status (SIGKILL if it was killed).
+// Destroy keeps the buffers, so Stdout and Stderr can still be replayed.
+func (p *Process) Destroy() error {
+	p.destroyOnce.Do(func() { p.destroyErr = p.destroy() })
+	return p.destroyErr
+}
+
+func (p *Process) destroy() error {
+	deadline := time.NewTimer(p.cfg.DestroyWait)
+	defer deadline.Stop()
+
+	p.mu.Lock()
+	p.destroying = true
+	// Kill the leader too, in case it moved itself to another group.
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	p.mu.Unlock()
+	close(p.destroyCh) // only now may the leader be reaped
+
+	p.inMu.Lock()
+	p.inStop = true
+	p.inCond.Signal()
+	p.inMu.Unlock()
+	p.outMu.Lock()
+	p.outStop = true
+	p.outCond.Signal()
+	p.outMu.Unlock()
+	p.closeStdinW()
+	p.stdoutR.Close()
+	p.stderrR.Close()
+
+	for _, w := range []struct {
+		name string
+		ch   <-chan struct{}
+	}{
+		{"stdin pump", p.stdinDone},
+		{"stdout pump", p.stdoutDone},
+		{"stderr pump", p.stderrDone},
+		{"reap of the child", p.waitDone},
+	} {
+		select {
+		case <-w.ch:
+		case <-deadline.C:
+			return &DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: w.name}
+		}
+	}
+	if !waitGroupGone(p.pid, deadline.C) {
+		return &DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: "death of the process group"}
+	}
+	return nil
+}
+
+// closeStdinW closes our end of the child's stdin once.
+func (p *Process) closeStdinW() {
+	p.stdinWClose.Do(func() { p.stdinW.Close() })
+}
