@@ -81,9 +81,9 @@ func TestTypedErrors(t *testing.T) {
 			},
 		},
 		{
-			name:  "window negative limit",
-			do:    func() error { _, err := NewWindow(10).Update(math.MinInt64); return err },
-			is:    []error{ErrInvalidLimit, ErrOverflow},
+			name: "window negative limit",
+			do:   func() error { _, err := NewWindow(10).Update(math.MinInt64); return err },
+			is:   []error{ErrInvalidLimit, ErrOverflow},
 			check: func(t *testing.T, err error) {
 				var e *LimitError
 				require.ErrorAs(t, err, &e)
