@@ -13,7 +13,12 @@ import (
 )
 
 // Process is a running child and its stdio. All methods are safe for
-// concurrent use. Notify has a single consumer.
+// concurrent use; Notify has a single consumer.
+//
+// Every Process must be destroyed: until Destroy, its goroutines run and an
+// exited child stays an unreaped zombie, on purpose, so that its pid, which
+// is the group id Signal and Destroy send to, cannot be reused by an
+// unrelated process group.
 type Process struct {
 	cfg       Config // immutable after Start
 	pid       int    // also the process group id: the child is its group's leader
@@ -70,6 +75,8 @@ type Process struct {
 // The child runs in a new process group, with Pdeathsig SIGKILL so that it
 // dies if the server dies (Linux ties Pdeathsig to the thread that forked; Go
 // ends a thread only when a goroutine locked to it exits without unlocking).
+// Signals the server ignores (SIG_IGN) stay ignored in the child, as with
+// any exec; signals the Go runtime handles are reset to their defaults.
 func Start(req Request, cfg *Config) (*Process, error) {
 	c, err := cfg.resolve()
 	if err != nil {
@@ -200,7 +207,7 @@ func (p *Process) Stderr(fn func(r *replay.Ring)) {
 	fn(p.errRing)
 }
 
-// PushStdin copies b into the stdin queue; the stdin pump writes it to the
+// PushStdin copies b (the caller may reuse it) into the stdin queue; the stdin pump writes it to the
 // child. The server checks credit first, so a push that would make the queue
 // exceed Config.StdinWindow is a *StdinOverflowError and queues nothing.
 // After the child's pipe failed (the child exited or closed stdin), bytes are
@@ -260,7 +267,9 @@ func (p *Process) Exit() (status ExitStatus, ok bool) {
 // Signal sends sig to the child's whole process group. Only SIGINT, SIGTERM
 // and SIGKILL are accepted (*UnsupportedSignalError otherwise). delivered is
 // false when the exit was already published or the process destroyed: the
-// contract's already_exited.
+// contract's already_exited. Between the child's death and the published
+// exit (a descendant holding stdout, up to Config.ExitWait) the group is
+// still signalled, which is how a SIGTERM reaches that descendant.
 func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 	switch sig {
 	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL:

@@ -1,0 +1,73 @@
+//go:build linux
+
+package bridge
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSignalNames(t *testing.T) {
+	for n, want := range map[int]string{
+		1: "SIGHUP", 2: "SIGINT", 9: "SIGKILL", 15: "SIGTERM", 31: "SIGSYS",
+		32: "SIGRTMIN", 34: "SIGRTMIN+2", 64: "SIGRTMIN+32", 65: "SIG65",
+	} {
+		require.Equal(t, want, signalName(n), "signal %d", n)
+	}
+	require.Equal(t, "signal SIGTERM", ExitStatus{Signal: "SIGTERM"}.String())
+	require.Equal(t, "exit 3", ExitStatus{Code: 3}.String())
+}
+
+// TestQueueAgainstShadow runs random pushes, peeks and discards against a
+// plain slice.
+func TestQueueAgainstShadow(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const limit = 1000
+	var q queue
+	var shadow []byte
+	next := byte(0)
+	for range 100_000 {
+		switch r.IntN(3) {
+		case 0:
+			n := r.IntN(limit - len(shadow) + 1)
+			p := make([]byte, n)
+			for i := range p {
+				p[i] = next
+				next++
+			}
+			q.push(p, limit)
+			shadow = append(shadow, p...)
+		case 1:
+			p := make([]byte, r.IntN(limit))
+			n := q.peek(p)
+			require.Equal(t, min(len(p), len(shadow)), n)
+			require.Equal(t, shadow[:n], p[:n])
+		case 2:
+			n := r.IntN(len(shadow) + 1)
+			q.discard(n)
+			shadow = shadow[n:]
+		}
+		require.Equal(t, len(shadow), q.len())
+		require.LessOrEqual(t, len(q.buf), limit)
+	}
+}
+
+func TestDestroyTimeout(t *testing.T) {
+	p, err := Start(Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()},
+		&Config{DestroyWait: time.Nanosecond})
+	require.NoError(t, err)
+	err = p.Destroy()
+	if err == nil {
+		t.Log("teardown beat a 1ns deadline")
+	} else {
+		var te *DestroyTimeoutError
+		require.ErrorAs(t, err, &te)
+		require.Equal(t, time.Nanosecond, te.Wait)
+	}
+	require.Equal(t, err, p.Destroy(), "same result every time")
+	// The goroutines end on their own; TestMain's goleak checks they did.
+	require.Equal(t, ExitStatus{Signal: "SIGKILL"}, waitExit(t, p))
+}
