@@ -27,9 +27,10 @@ type Config struct {
 	// StdinWindow is the capacity of the stdin queue: the most bytes pushed
 	// and not yet written to the child's pipe.
 	StdinWindow int
-	// ExitWait is how long the exit of a child already reaped waits for
-	// stdout EOF, so that a descendant holding stdout open cannot hold the
-	// exit back.
+	// ExitWait is how long the exit of a child that has exited waits for
+	// stdout EOF before it is published anyway, so that a descendant
+	// holding stdout open (sh -c 'sleep 300 &') cannot hold the exit back.
+	// stdout keeps flowing until its own EOF or Destroy.
 	ExitWait time.Duration
 	// DestroyWait bounds Destroy.
 	DestroyWait time.Duration

@@ -21,7 +21,8 @@ const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
 type Request struct {
 	// Executable is an absolute path, a path relative to WorkingDirectory
 	// (when it contains a slash), or a name looked up in the request's PATH
-	// (DefaultPath when the environment has none). It is also argv[0].
+	// (DefaultPath when the environment has none; empty and relative PATH
+	// entries are relative to WorkingDirectory). It is also argv[0].
 	Executable string
 	// Arguments are argv[1:], passed exactly.
 	Arguments []string
