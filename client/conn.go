@@ -1,0 +1,159 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/coder/websocket"
+	"github.com/procwire/procwire/frames"
+)
+
+// wsConn is one WebSocket connection with its framing buffers.
+type wsConn struct {
+	ws     *websocket.Conn
+	cancel context.CancelFunc // ends the context the connection was dialled with
+	dec    frames.Decoder
+	rbuf   []byte // used by the one reader
+	wbuf   []byte // used by the one writer
+}
+
+// dial opens a connection to the server. ctx bounds the handshake only.
+func (p *Process) dial(ctx context.Context) (*wsConn, error) {
+	h := http.Header{}
+	for k, v := range p.opts.HTTPHeader {
+		h[k] = append([]string(nil), v...)
+	}
+	if p.opts.Token != "" {
+		h.Set("Authorization", "Bearer "+p.opts.Token)
+	}
+	// The connection outlives ctx: dial with a context of its own that ctx
+	// cancels only while the handshake runs.
+	connCtx, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel)
+	ws, resp, err := websocket.Dial(connCtx, p.url, &websocket.DialOptions{
+		HTTPClient:   p.opts.HTTPClient,
+		HTTPHeader:   h,
+		Subprotocols: []string{frames.Subprotocol},
+	})
+	if !stop() && err == nil {
+		ws.CloseNow()
+		err = ctx.Err()
+	}
+	if err != nil {
+		cancel()
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			return nil, fmt.Errorf("dial %s: HTTP %s: %w", p.url, resp.Status, err)
+		}
+		return nil, fmt.Errorf("dial %s: %w", p.url, err)
+	}
+	if got := ws.Subprotocol(); got != frames.Subprotocol {
+		ws.CloseNow()
+		cancel()
+		return nil, fmt.Errorf("dial %s: server chose subprotocol %q, want %q", p.url, got, frames.Subprotocol)
+	}
+	ws.SetReadLimit(frames.MaxLine)
+	return &wsConn{ws: ws, cancel: cancel, dec: frames.Decoder{MaxLine: frames.MaxLine}}, nil
+}
+
+func (w *wsConn) close() {
+	w.ws.CloseNow()
+	w.cancel()
+}
+
+// write sends f as one text message.
+func (w *wsConn) write(ctx context.Context, f frames.Frame) error {
+	w.wbuf = frames.Append(w.wbuf[:0], f)
+	if err := w.ws.Write(ctx, websocket.MessageText, w.wbuf); err != nil {
+		return fmt.Errorf("write %s: %w", f.Type(), err)
+	}
+	return nil
+}
+
+// read returns the next frame. Its data is valid until the next read. A
+// frame that does not decode is a *ProtocolError.
+func (w *wsConn) read(ctx context.Context) (frames.Frame, error) {
+	typ, r, err := w.ws.Reader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	if typ != websocket.MessageText {
+		return nil, protocolErrorf("", "binary message")
+	}
+	b := w.rbuf[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			w.rbuf = b
+			return nil, fmt.Errorf("read: %w", err)
+		}
+	}
+	w.rbuf = b
+	f, err := w.dec.Decode(b)
+	if err != nil {
+		pe := &ProtocolError{Operation: "open_process", Detail: err.Error()}
+		var de *frames.DecodeError
+		if errors.As(err, &de) {
+			pe.Field = de.Frame
+			if de.Frame != "" && de.Field != "" {
+				pe.Field += "."
+			}
+			pe.Field += de.Field
+		}
+		return nil, pe
+	}
+	if f.Type().FromClient() {
+		return nil, protocolErrorf(f.Type().String(), "a client frame from the server")
+	}
+	return f, nil
+}
+
+// exchange sends a connection's first frame and returns the answer. An
+// error frame is returned as a *RemoteError.
+func (w *wsConn) exchange(ctx context.Context, first frames.Frame) (frames.Frame, error) {
+	if err := w.write(ctx, first); err != nil {
+		return nil, err
+	}
+	f, err := w.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := f.(*frames.Error); ok {
+		return nil, &RemoteError{Frame: *e}
+	}
+	return f, nil
+}
+
+// conn is the attached connection of a Process: the state of what was
+// sent on it, and the wake-up of its writer.
+type conn struct {
+	*wsConn
+	wake chan struct{} // capacity 1: something may be ready to send
+
+	// Guarded by Process.mu.
+	stdinSent   int64 // offset after the last stdin byte sent on this connection
+	closeSent   bool  // stdin_close sent
+	ackSent     int64 // last ack sent
+	sigSent     int64 // highest signal id sent
+	destroySent bool
+}
+
+func newConn(w *wsConn) *conn {
+	return &conn{wsConn: w, wake: make(chan struct{}, 1)}
+}
+
+func (c *conn) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}

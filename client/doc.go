@@ -1,0 +1,36 @@
+// Package client drives one remote process over procwire: it opens the
+// process on a procwire server and gives its stdio back as Go streams, with
+// reconnection hidden from the caller.
+//
+//	p, err := client.Open(ctx, "wss://host:7777/", "inst-1", frames.ProcessRequest{
+//		Executable:       "cat",
+//		Arguments:        []string{"-u"},
+//		WorkingDirectory: "/tmp",
+//		Environment:      map[string]string{"PATH": "/usr/bin:/bin"},
+//	}, &client.Options{Token: token})
+//	if err != nil {
+//		return err
+//	}
+//	defer p.Destroy(context.WithoutCancel(ctx))
+//	go func() {
+//		io.WriteString(p.Stdin(), "hello\n")
+//		p.Stdin().Close() // the process reads EOF
+//	}()
+//	out, err := io.ReadAll(p.Stdout()) // "hello\n", then EOF
+//	status, err := p.Wait(ctx)         // exit status 0
+//
+// Stdin blocks while the server's credit window is full; Stdout is lossless
+// and reading it is what lets the process write more; Stderr is bounded and
+// best effort. When the connection is lost the Process reconnects with a
+// jittered backoff and resumes within the server's grace: no stdout byte is
+// lost or repeated and no stdin byte is sent twice. What cannot be hidden
+// ends the handle with a typed error on every pending and later call:
+// *RemoteError (the server's refusal, such as a replay gap or an expired
+// process), *ProtocolError (the server broke PROTOCOL.md, including
+// evidence that does not match the request), ErrConnectionLost and
+// ErrDestroyed.
+//
+// Every blocking call has a variant taking a context (ReadContext,
+// WriteContext, CloseContext) or takes one (Wait, Signal, Destroy), and
+// wakes on its cancellation, on Destroy and on the end of the handle.
+package client

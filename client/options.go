@@ -1,0 +1,73 @@
+package client
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Options configure Open. A nil *Options means all defaults.
+type Options struct {
+	// Token is sent as "Authorization: Bearer <Token>" on every connection.
+	// Empty sends no Authorization header.
+	Token string
+	// HTTPClient dials the WebSocket connections; nil uses
+	// http.DefaultClient.
+	HTTPClient *http.Client
+	// HTTPHeader is added to every handshake request.
+	HTTPHeader http.Header
+	// StdoutWindow and StdinWindow ask the server for window sizes in bytes
+	// (1,024 ..= 1,073,741,824); 0 takes the server's default.
+	StdoutWindow, StdinWindow int64
+	// StderrBuffer bounds the stderr bytes held for a reader that is not
+	// keeping up; older bytes are dropped first. 0 means the server's
+	// stderr window.
+	StderrBuffer int
+	// ReconnectMin and ReconnectMax bound the jittered exponential backoff
+	// between reconnection attempts. 0 means 50ms and 2s.
+	ReconnectMin, ReconnectMax time.Duration
+	// Logger receives connection events (losses, resumes); nil discards
+	// them.
+	Logger *slog.Logger
+}
+
+const (
+	defaultReconnectMin = 50 * time.Millisecond
+	defaultReconnectMax = 2 * time.Second
+	minWindow           = 1 << 10
+	maxWindow           = 1 << 30
+)
+
+// withDefaults returns a copy of o with every zero field defaulted, or an
+// error for a value the server would refuse.
+func (o *Options) withDefaults() (Options, error) {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	for _, w := range [...]struct {
+		name string
+		v    int64
+	}{{"StdoutWindow", c.StdoutWindow}, {"StdinWindow", c.StdinWindow}} {
+		if w.v != 0 && (w.v < minWindow || w.v > maxWindow) {
+			return c, fmt.Errorf("procwire: Options.%s %d outside %d..%d", w.name, w.v, minWindow, maxWindow)
+		}
+	}
+	if c.StderrBuffer < 0 || c.ReconnectMin < 0 || c.ReconnectMax < 0 {
+		return c, fmt.Errorf("procwire: negative Options value")
+	}
+	if c.ReconnectMin == 0 {
+		c.ReconnectMin = defaultReconnectMin
+	}
+	if c.ReconnectMax == 0 {
+		c.ReconnectMax = max(defaultReconnectMax, c.ReconnectMin)
+	}
+	if c.ReconnectMax < c.ReconnectMin {
+		return c, fmt.Errorf("procwire: Options.ReconnectMax %v below ReconnectMin %v", c.ReconnectMax, c.ReconnectMin)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
