@@ -1,0 +1,244 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/procwire/procwire/frames"
+)
+
+// Revision is this package's provider revision, reported in evidence when
+// Config.ProviderRevision is empty.
+const Revision = "0.1.0"
+
+// Defaults taken by the zero fields of Config.
+const (
+	DefaultProvider        = "procwire"
+	DefaultStdoutWindow    = 4 << 20
+	DefaultMaxStdoutWindow = 64 << 20
+	DefaultStdinWindow     = 1 << 20
+	DefaultMaxStdinWindow  = 16 << 20
+	DefaultStderrRing      = 64 << 10
+	DefaultGrace           = 30 * time.Second
+	DefaultHeartbeat       = 15 * time.Second
+	DefaultExitWait        = time.Second
+	DefaultDestroyWait     = 5 * time.Second
+	DefaultTombstoneTTL    = 10 * time.Minute
+	DefaultMaxTombstones   = 4096
+	DefaultMaxFrameData    = 64 << 10
+)
+
+// Window bounds of wire v1 (PROTOCOL.md §3, open).
+const (
+	minWindow = 1 << 10
+	maxWindow = 1 << 30
+)
+
+// Config configures a Server. The zero value of every field means its
+// default; New refuses values outside their bounds.
+type Config struct {
+	// Token is the bearer token every upgrade request must carry as
+	// "Authorization: Bearer <Token>"; it is compared in constant time and a
+	// missing or wrong token is answered 401 before the upgrade. Empty
+	// disables authentication: then listen on loopback only (CheckListenAddr).
+	Token string
+
+	// OriginPatterns are host patterns (path.Match syntax) whose Origin is
+	// accepted besides the request's own host, as in
+	// websocket.AcceptOptions. Requests without Origin (non-browser
+	// clients) are always accepted.
+	OriginPatterns []string
+
+	// Provider and ProviderRevision name the provider in evidence.
+	// Defaults: DefaultProvider and Revision.
+	Provider         string
+	ProviderRevision string
+
+	// Admit decides whether an instance may open a process; a non-nil
+	// result is sent as the error answering the open (typically
+	// SandboxInstanceNotFound). nil admits every instance.
+	Admit func(ctx context.Context, instanceID string) *frames.Error
+
+	// Executor starts children; nil means BridgeExecutor.
+	Executor Executor
+
+	// StdoutWindow is the stdout window of an open that asks for none
+	// (default min(DefaultStdoutWindow, MaxStdoutWindow)); MaxStdoutWindow
+	// caps what an open may ask for (default DefaultMaxStdoutWindow). Both
+	// in 1,024 ..= 1,073,741,824 bytes.
+	StdoutWindow, MaxStdoutWindow int
+	// StdinWindow and MaxStdinWindow are the same for stdin credit
+	// (defaults DefaultStdinWindow, DefaultMaxStdinWindow).
+	StdinWindow, MaxStdinWindow int
+	// StderrRing is the size of each process's lossy stderr ring
+	// (default DefaultStderrRing).
+	StderrRing int
+
+	// Grace is how long a detached process waits for a resume before it
+	// is destroyed (default DefaultGrace).
+	Grace time.Duration
+	// Heartbeat is the ping interval and the deadline for its pong
+	// (default DefaultHeartbeat); negative disables pings.
+	Heartbeat time.Duration
+	// ExitWait bounds how long an exit waits for stdout EOF
+	// (default DefaultExitWait).
+	ExitWait time.Duration
+	// DestroyWait bounds the teardown of one process
+	// (default DefaultDestroyWait).
+	DestroyWait time.Duration
+
+	// TombstoneTTL is how long a destroyed or expired process is
+	// remembered, so that resume and destroy get a clear answer
+	// (default DefaultTombstoneTTL; PROTOCOL.md asks for at least 10
+	// minutes). MaxTombstones bounds how many are kept, the oldest
+	// forgotten first (default DefaultMaxTombstones).
+	TombstoneTTL  time.Duration
+	MaxTombstones int
+
+	// MaxFrameData is the largest payload of one stdout or stderr frame and
+	// of one stdin frame from the client, announced as max_data
+	// (default DefaultMaxFrameData, at most frames.MaxData).
+	MaxFrameData int
+
+	// Logger receives connection and process events; nil discards them.
+	// Tokens are never logged.
+	Logger *slog.Logger
+}
+
+// withDefaults returns a copy of c with defaults filled in, or an error for
+// a value out of bounds.
+func (c Config) withDefaults() (Config, error) {
+	if c.Provider == "" {
+		c.Provider = DefaultProvider
+	}
+	if c.ProviderRevision == "" {
+		c.ProviderRevision = Revision
+	}
+	if c.Executor == nil {
+		c.Executor = BridgeExecutor{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	for _, p := range c.OriginPatterns {
+		if _, err := path.Match(p, ""); err != nil {
+			return c, fmt.Errorf("server: origin pattern %q: %w", p, err)
+		}
+	}
+	if len(c.Provider) > frames.MaxStringBytes || len(c.ProviderRevision) > frames.MaxStringBytes {
+		return c, errors.New("server: Provider or ProviderRevision longer than 4096 bytes")
+	}
+
+	type window struct {
+		name        string
+		v, max      *int
+		def, defMax int
+		maxName     string
+	}
+	for _, w := range []window{
+		{"StdoutWindow", &c.StdoutWindow, &c.MaxStdoutWindow, DefaultStdoutWindow, DefaultMaxStdoutWindow, "MaxStdoutWindow"},
+		{"StdinWindow", &c.StdinWindow, &c.MaxStdinWindow, DefaultStdinWindow, DefaultMaxStdinWindow, "MaxStdinWindow"},
+	} {
+		if *w.max == 0 {
+			*w.max = max(w.defMax, *w.v)
+		}
+		if *w.v == 0 {
+			*w.v = min(w.def, *w.max)
+		}
+		if err := checkWindow(w.name, *w.v); err != nil {
+			return c, err
+		}
+		if err := checkWindow(w.maxName, *w.max); err != nil {
+			return c, err
+		}
+		if *w.v > *w.max {
+			return c, fmt.Errorf("server: %s %d above %s %d", w.name, *w.v, w.maxName, *w.max)
+		}
+	}
+	if c.StderrRing == 0 {
+		c.StderrRing = DefaultStderrRing
+	}
+	if c.StderrRing < 1 || c.StderrRing > maxWindow {
+		return c, fmt.Errorf("server: StderrRing %d outside 1..%d", c.StderrRing, maxWindow)
+	}
+	if c.MaxFrameData == 0 {
+		c.MaxFrameData = DefaultMaxFrameData
+	}
+	if c.MaxFrameData < 1 || c.MaxFrameData > frames.MaxData {
+		return c, fmt.Errorf("server: MaxFrameData %d outside 1..%d", c.MaxFrameData, frames.MaxData)
+	}
+
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"Grace", &c.Grace, DefaultGrace},
+		{"ExitWait", &c.ExitWait, DefaultExitWait},
+		{"DestroyWait", &c.DestroyWait, DefaultDestroyWait},
+		{"TombstoneTTL", &c.TombstoneTTL, DefaultTombstoneTTL},
+	} {
+		if *d.v < 0 {
+			return c, fmt.Errorf("server: %s is negative (%v)", d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.MaxTombstones == 0 {
+		c.MaxTombstones = DefaultMaxTombstones
+	}
+	if c.MaxTombstones < 0 {
+		return c, fmt.Errorf("server: MaxTombstones is negative (%d)", c.MaxTombstones)
+	}
+	return c, nil
+}
+
+func checkWindow(name string, v int) error {
+	if v < minWindow || v > maxWindow {
+		return fmt.Errorf("server: %s %d outside %d..%d", name, v, minWindow, maxWindow)
+	}
+	return nil
+}
+
+// clampWindow returns the window granted for a request: def when the open
+// asked for none, else the request capped at maxW.
+func clampWindow(requested int64, def, maxW int) int {
+	if requested <= 0 {
+		return def
+	}
+	return int(min(requested, int64(maxW)))
+}
+
+// ErrInsecureListen is returned (wrapped) by CheckListenAddr for a
+// non-loopback address without a token.
+var ErrInsecureListen = errors.New("server: without a token the server must listen on loopback only")
+
+// CheckListenAddr checks a "host:port" listen address before listening.
+// Without a token, only loopback is allowed: "localhost", 127.0.0.0/8 and
+// ::1; an empty host (every interface) and any other address are refused
+// with an error wrapping ErrInsecureListen. With a token every well-formed
+// address is allowed.
+func CheckListenAddr(addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("server: listen address %q: %w", addr, err)
+	}
+	if token != "" || strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%w: %q", ErrInsecureListen, addr)
+}

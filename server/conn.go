@@ -1,0 +1,642 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/replay"
+)
+
+// statusResumedElsewhere closes a connection whose process was resumed on
+// another one (PROTOCOL.md §7).
+const statusResumedElsewhere websocket.StatusCode = 4001
+
+// ctrlQueue bounds the answers (signaled, error) waiting for the writer; a
+// reader with a full queue stops reading, so a peer that floods signals
+// without reading its answers holds no more memory than this.
+const ctrlQueue = 16
+
+// closeTimeout bounds how long a connection may take to close after
+// closeWith: a writer stuck on a peer that does not read is cut off then.
+var closeTimeout = 10 * time.Second
+
+// closeStatus says how a connection ends.
+type closeStatus struct {
+	code   websocket.StatusCode
+	reason string // at most 123 bytes
+	// abrupt: the connection is already gone (peer closed, reset, heartbeat
+	// failed); no close handshake is attempted.
+	abrupt bool
+	// destroyed, when set, is the id of the process destroyed: the writer
+	// sends exit (unless it already did on this connection) and destroyed
+	// before closing.
+	destroyed string
+	exit      *frames.Exit
+}
+
+func protocolError(format string, args ...any) closeStatus {
+	return closeStatus{code: websocket.StatusProtocolError, reason: truncate(fmt.Sprintf(format, args...), 123)}
+}
+
+func internalError(format string, args ...any) closeStatus {
+	return closeStatus{code: websocket.StatusInternalError, reason: truncate(fmt.Sprintf(format, args...), 123)}
+}
+
+// destroyedStatus ends a connection after destroy: exit, destroyed, 1000.
+func destroyedStatus(ts *tombstone) closeStatus {
+	return closeStatus{code: websocket.StatusNormalClosure, destroyed: ts.id, exit: ts.exit}
+}
+
+// replayMark is what a resumed connection must send before its first
+// credit (PROTOCOL.md §4.4): the stdout and stderr held at resume, and the
+// stdout_eof and exit if they had happened.
+type replayMark struct {
+	stdout, stderr int64
+	eof, exit      bool
+}
+
+// conn serves one WebSocket connection. Three goroutines share it: the
+// handler (ServeHTTP's, which reads frames), the writer (the only one that
+// writes frames) and the heartbeat. Fields are owned as marked.
+type conn struct {
+	srv    *Server
+	ws     *websocket.Conn
+	remote string
+	// ctx is passed to every blocking WebSocket call; cancel drops the
+	// connection at once (no close handshake).
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	wake       chan struct{}     // capacity 1: the session has news for the writer
+	ctrl       chan frames.Frame // answers from the reader to the writer
+	stop       chan struct{}     // closed by closeWith: the writer finishes and closes
+	closeOnce  sync.Once
+	status     closeStatus // set by the first closeWith, before stop is closed
+	abortTimer *time.Timer // set by the first closeWith
+	writerDone chan struct{}
+	hbDone     chan struct{}
+
+	// stdoutSent is the stdout offset the writer has sent up to; the
+	// reader refuses acks beyond it.
+	stdoutSent atomic.Int64
+
+	// Owned by the handler goroutine; sess is set before the writer starts
+	// and never changes.
+	dec  frames.Decoder
+	rbuf []byte
+	sess *session
+
+	// Owned by the writer goroutine (set before it starts).
+	wbuf       []byte
+	hello      frames.Frame // opened or resumed, sent first
+	stderrSent int64
+	eofSent    bool
+	exitSent   bool
+	replay     *replayMark // non-nil until the resume replay is complete
+}
+
+func newConn(s *Server, ws *websocket.Conn, remote string) *conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &conn{
+		srv:        s,
+		ws:         ws,
+		remote:     remote,
+		ctx:        ctx,
+		cancel:     cancel,
+		wake:       make(chan struct{}, 1),
+		ctrl:       make(chan frames.Frame, ctrlQueue),
+		stop:       make(chan struct{}),
+		writerDone: make(chan struct{}),
+		hbDone:     make(chan struct{}),
+	}
+}
+
+// serve runs the connection to its end: the first frame, then the session.
+func (c *conn) serve() {
+	log := c.srv.log.With("remote", c.remote)
+	log.Info("connection opened")
+	if hb := c.srv.cfg.Heartbeat; hb > 0 {
+		go c.heartbeat(hb, log)
+	} else {
+		close(c.hbDone)
+	}
+	st, attached := c.first()
+	go c.writeLoop(log)
+	if attached {
+		st = c.readLoop()
+	}
+	c.finish(st)
+
+	attrs := []any{"code", int(c.status.code), "reason", c.status.reason}
+	if c.sess != nil {
+		attrs = append(attrs, "process", c.sess.id)
+	}
+	log.Info("connection closed", attrs...)
+}
+
+// finish closes the connection with st (unless it is already closing),
+// waits for its goroutines and detaches its session.
+func (c *conn) finish(st closeStatus) {
+	c.closeWith(st)
+	<-c.writerDone
+	c.abortTimer.Stop()
+	c.cancel()
+	_ = c.ws.CloseNow()
+	<-c.hbDone
+	if c.sess != nil {
+		c.sess.detach(c)
+	}
+}
+
+// closeWith asks the writer to send what st requires and close the
+// connection. Only the first call counts. Safe from any goroutine.
+func (c *conn) closeWith(st closeStatus) {
+	c.closeOnce.Do(func() {
+		c.status = st
+		c.abortTimer = time.AfterFunc(closeTimeout, c.cancel)
+		close(c.stop)
+	})
+}
+
+// wakeUp tells the writer that the session has news. It never blocks.
+func (c *conn) wakeUp() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// send queues an answer for the writer, waiting while the queue is full.
+func (c *conn) send(f frames.Frame) {
+	select {
+	case c.ctrl <- f:
+	case <-c.stop:
+	case <-c.ctx.Done():
+	}
+}
+
+// refuse queues the error answering a first frame; the connection then
+// closes normally.
+func (c *conn) refuse(e *frames.Error) closeStatus {
+	c.send(e)
+	return closeStatus{code: websocket.StatusNormalClosure}
+}
+
+// attach makes c serve se from the given offsets; called by the handler
+// goroutine before the writer starts.
+func (c *conn) attach(se *session, hello frames.Frame, stdoutOff, stderrOff int64, mark *replayMark) {
+	c.sess = se
+	c.hello = hello
+	c.stdoutSent.Store(stdoutOff)
+	c.stderrSent = stderrOff
+	c.replay = mark
+}
+
+// heartbeat pings the peer every interval; a pong missing for an interval
+// drops the connection.
+func (c *conn) heartbeat(every time.Duration, log *slog.Logger) {
+	defer close(c.hbDone)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, every)
+		err := c.ws.Ping(ctx)
+		cancel()
+		if err != nil {
+			if c.ctx.Err() == nil {
+				log.Info("heartbeat failed", "err", err)
+				c.closeWith(closeStatus{code: websocket.StatusGoingAway, reason: "heartbeat timeout", abrupt: true})
+			}
+			c.cancel()
+			return
+		}
+	}
+}
+
+// readFrame reads one message into the reused buffer and decodes it. When
+// ok is false, st says how the connection ends.
+func (c *conn) readFrame() (f frames.Frame, st closeStatus, ok bool) {
+	typ, r, err := c.ws.Reader(c.ctx)
+	if err != nil {
+		return nil, readFailure(err), false
+	}
+	buf := c.rbuf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, max(cap(buf), 512))
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			c.rbuf = buf[:0]
+			return nil, readFailure(err), false
+		}
+	}
+	c.rbuf = buf[:0]
+	if typ != websocket.MessageText {
+		return nil, protocolError("frames are text messages, got a binary one"), false
+	}
+	f, err = c.dec.Decode(buf)
+	if err != nil {
+		return nil, closeStatus{code: websocket.StatusInvalidFramePayloadData, reason: truncate(err.Error(), 123)}, false
+	}
+	return f, closeStatus{}, true
+}
+
+// readFailure describes a connection whose read failed.
+func readFailure(err error) closeStatus {
+	if errors.Is(err, websocket.ErrMessageTooBig) {
+		// The library has already sent close 1009.
+		return closeStatus{code: websocket.StatusMessageTooBig, reason: "message too big", abrupt: true}
+	}
+	if code := websocket.CloseStatus(err); code != -1 {
+		return closeStatus{code: code, reason: "closed by peer", abrupt: true}
+	}
+	return closeStatus{code: websocket.StatusAbnormalClosure, reason: truncate(err.Error(), 123), abrupt: true}
+}
+
+// first reads and serves the first frame. attached reports whether c now
+// serves a session; otherwise st says how the connection ends.
+func (c *conn) first() (st closeStatus, attached bool) {
+	c.ws.SetReadLimit(frames.MaxFirstLine)
+	c.dec.MaxLine = frames.MaxFirstLine
+	f, st, ok := c.readFrame()
+	if !ok {
+		return st, false
+	}
+	c.ws.SetReadLimit(frames.MaxLine)
+	c.dec.MaxLine = frames.MaxLine
+	if cap(c.rbuf) > frames.MaxLine {
+		c.rbuf = nil // do not keep a huge first frame's buffer
+	}
+	switch f := f.(type) {
+	case *frames.Open:
+		return c.srv.open(c, f)
+	case *frames.Resume:
+		return c.srv.resume(c, f)
+	case *frames.Destroy:
+		return c.srv.destroyFirst(c, f), false
+	}
+	return protocolError("first frame must be open, resume or destroy, not %s", f.Type()), false
+}
+
+// readLoop serves the frames of an attached session until the connection
+// ends, and returns how it ends.
+func (c *conn) readLoop() closeStatus {
+	for {
+		f, st, ok := c.readFrame()
+		if !ok {
+			return st
+		}
+		if st, done := c.handle(f); done {
+			return st
+		}
+	}
+}
+
+// handle serves one frame inside a session; done reports that the
+// connection ends with st.
+func (c *conn) handle(f frames.Frame) (st closeStatus, done bool) {
+	switch f := f.(type) {
+	case *frames.Stdin:
+		return c.stdin(f)
+	case *frames.StdinClose:
+		return c.stdinClose(f)
+	case *frames.Ack:
+		return c.ack(f)
+	case *frames.Signal:
+		return c.signal(f)
+	case *frames.Destroy:
+		return c.destroy(f)
+	case *frames.Open, *frames.Resume:
+		return protocolError("%s inside a session", f.Type()), true
+	}
+	return protocolError("%s is not a client frame", f.Type()), true
+}
+
+// lock locks the session and reports whether c still serves it. When it
+// does not, the lock is released and st says how c ends.
+func (c *conn) lock() (st closeStatus, ok bool) {
+	se := c.sess
+	se.mu.Lock()
+	if se.attached == c && se.state == live {
+		return closeStatus{}, true
+	}
+	state := se.state
+	se.mu.Unlock()
+	if state == live {
+		return closeStatus{code: statusResumedElsewhere, reason: "resumed elsewhere"}, false
+	}
+	<-se.gone
+	return destroyedStatus(se.tomb), false
+}
+
+func (c *conn) stdin(f *frames.Stdin) (closeStatus, bool) {
+	if st, ok := c.lock(); !ok {
+		return st, true
+	}
+	se := c.sess
+	defer se.mu.Unlock()
+	switch received := se.recv.Received(); {
+	case se.stdinClosed:
+		return protocolError("stdin after stdin_close"), true
+	case f.Off != received:
+		return protocolError("stdin.off %d, expected %d", f.Off, received), true
+	case len(f.Data) > c.srv.cfg.MaxFrameData:
+		return protocolError("stdin.data: %d bytes, max_data is %d", len(f.Data), c.srv.cfg.MaxFrameData), true
+	}
+	if err := se.recv.Receive(int64(len(f.Data))); err != nil {
+		// The bytes are not pushed: the child receives nothing past the limit.
+		return closeStatus{code: websocket.StatusPolicyViolation, reason: truncate(err.Error(), 123)}, true
+	}
+	if err := se.p.PushStdin(f.Data); err != nil {
+		se.log.Error("push stdin", "err", err)
+		return internalError("push stdin: %v", err), true
+	}
+	return closeStatus{}, false
+}
+
+func (c *conn) stdinClose(f *frames.StdinClose) (closeStatus, bool) {
+	if st, ok := c.lock(); !ok {
+		return st, true
+	}
+	se := c.sess
+	defer se.mu.Unlock()
+	if received := se.recv.Received(); f.Off != received {
+		return protocolError("stdin_close.off %d, expected %d", f.Off, received), true
+	}
+	if !se.stdinClosed { // a repeat after a resume is harmless
+		se.stdinClosed = true
+		if err := se.p.CloseStdin(); err != nil {
+			se.log.Error("close stdin", "err", err)
+			return internalError("close stdin: %v", err), true
+		}
+	}
+	return closeStatus{}, false
+}
+
+func (c *conn) ack(f *frames.Ack) (closeStatus, bool) {
+	if sent := c.stdoutSent.Load(); f.Stdout > sent {
+		return protocolError("ack.stdout %d beyond %d sent", f.Stdout, sent), true
+	}
+	if st, ok := c.lock(); !ok {
+		return st, true
+	}
+	se := c.sess
+	defer se.mu.Unlock()
+	var err error
+	var start int64
+	se.p.Stdout(func(b *replay.Buffer) {
+		start = b.Start()
+		err = b.Ack(f.Stdout)
+	})
+	if err != nil {
+		return protocolError("ack.stdout %d below the previous ack %d", f.Stdout, start), true
+	}
+	return closeStatus{}, false
+}
+
+func (c *conn) signal(f *frames.Signal) (closeStatus, bool) {
+	if st, ok := c.lock(); !ok {
+		return st, true
+	}
+	se := c.sess
+	result, err := se.signalLocked(f.ID, f.Signal)
+	se.mu.Unlock()
+	if err != nil {
+		se.log.Error("signal", "signal", string(f.Signal), "err", err)
+		return internalError("signal: %v", err), true
+	}
+	se.log.Info("signal", "id", f.ID, "signal", string(f.Signal), "result", result)
+	c.send(&frames.Signaled{ID: f.ID, Result: result})
+	return closeStatus{}, false
+}
+
+func (c *conn) destroy(f *frames.Destroy) (closeStatus, bool) {
+	se := c.sess
+	if f.ProcessID != "" || f.Token != "" {
+		if f.ProcessID != se.id || !tokenEqual(f.Token, se.token) {
+			return protocolError("destroy inside a session names another process"), true
+		}
+	}
+	st, ok := c.lock()
+	if !ok {
+		return st, true
+	}
+	se.mu.Unlock()
+	return destroyedStatus(c.srv.destroySession(se, c, false)), true
+}
+
+// writeLoop is the connection's only writer: the hello frame, then
+// answers and the session's streams as they come, then what the close
+// requires and the close itself.
+func (c *conn) writeLoop(log *slog.Logger) {
+	defer close(c.writerDone)
+	err := c.writeFrames()
+	if err == nil {
+		err = c.writeFinal()
+	}
+	if err != nil {
+		if c.ctx.Err() == nil {
+			log.Info("write failed", "err", err)
+		}
+		c.closeWith(closeStatus{code: websocket.StatusAbnormalClosure, reason: "write failed", abrupt: true})
+		c.cancel()
+		return
+	}
+	if st := c.status; st.abrupt {
+		_ = c.ws.CloseNow()
+	} else {
+		_ = c.ws.Close(st.code, st.reason)
+	}
+}
+
+// writeFrames writes until closeWith.
+func (c *conn) writeFrames() error {
+	if c.hello != nil {
+		if err := c.write(c.hello); err != nil {
+			return err
+		}
+	}
+	for {
+		select {
+		case f := <-c.ctrl:
+			if err := c.write(f); err != nil {
+				return err
+			}
+			continue
+		case <-c.stop:
+			return nil
+		default:
+		}
+		progressed, err := c.step()
+		if err != nil {
+			return err
+		}
+		if progressed {
+			continue
+		}
+		select {
+		case f := <-c.ctrl:
+			if err := c.write(f); err != nil {
+				return err
+			}
+		case <-c.wake:
+		case <-c.stop:
+			return nil
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+}
+
+// writeFinal writes the answers still queued and, after a destroy, exit
+// and destroyed.
+func (c *conn) writeFinal() error {
+	for {
+		select {
+		case f := <-c.ctrl:
+			if err := c.write(f); err != nil {
+				return err
+			}
+			continue
+		default:
+		}
+		break
+	}
+	st := c.status
+	if st.destroyed == "" {
+		return nil
+	}
+	if st.exit != nil && !c.exitSent {
+		c.exitSent = true
+		if err := c.write(st.exit); err != nil {
+			return err
+		}
+	}
+	return c.write(&frames.Destroyed{ProcessID: st.destroyed})
+}
+
+// step sends at most one frame of each kind the session has ready: stdout
+// (or stdout_eof), stderr, exit, credit. progressed reports whether it
+// sent anything.
+func (c *conn) step() (progressed bool, err error) {
+	se := c.sess
+	if se == nil {
+		return false, nil
+	}
+	maxData := c.srv.cfg.MaxFrameData
+	// Read the exit before the stdout buffer: the bridge records EOF before
+	// it publishes the exit, so an exit seen here comes with its EOF.
+	exit, exited := se.p.Exit()
+
+	sent := c.stdoutSent.Load()
+	var (
+		n        int
+		eofOff   int64
+		eof      bool
+		sliceErr error
+	)
+	se.p.Stdout(func(b *replay.Buffer) {
+		eofOff, eof = b.EOF()
+		// One frame per contiguous segment: the ring's wrap point ends a
+		// frame, so bytes are encoded straight from the view.
+		a, _, err := b.Slice(sent, maxData)
+		if err != nil {
+			sliceErr = err
+			return
+		}
+		if n = len(a); n > 0 {
+			c.wbuf = frames.Append(c.wbuf[:0], &frames.Stdout{Off: sent, Data: a})
+		}
+	})
+	switch {
+	case sliceErr != nil:
+		return false, fmt.Errorf("stdout from %d: %w", sent, sliceErr)
+	case n > 0:
+		if err := c.writeBuffered(); err != nil {
+			return false, err
+		}
+		c.stdoutSent.Store(sent + int64(n))
+		progressed = true
+	case eof && sent == eofOff && !c.eofSent:
+		c.eofSent = true
+		if err := c.write(&frames.StdoutEOF{Off: eofOff}); err != nil {
+			return false, err
+		}
+		progressed = true
+	}
+
+	var from int64
+	n = 0
+	se.p.Stderr(func(r *replay.Ring) {
+		var a []byte
+		a, _, from = r.Slice(c.stderrSent, maxData)
+		if n = len(a); n > 0 {
+			c.wbuf = frames.Append(c.wbuf[:0], &frames.Stderr{Off: from, Data: a})
+		}
+	})
+	if n > 0 {
+		if err := c.writeBuffered(); err != nil {
+			return false, err
+		}
+		c.stderrSent = from + int64(n)
+		progressed = true
+	}
+
+	// exit follows stdout_eof when the stream ended; when it did not (a
+	// descendant holds stdout, or the window is full), the bridge has
+	// already waited ExitWait and stdout goes on after exit.
+	if exited && !c.exitSent && (!eof || c.eofSent) {
+		c.exitSent = true
+		if err := c.write(&frames.Exit{Code: exit.Code, Signal: exit.Signal}); err != nil {
+			return false, err
+		}
+		progressed = true
+	}
+
+	force := false
+	if m := c.replay; m != nil {
+		if c.stdoutSent.Load() < m.stdout || c.stderrSent < m.stderr || m.eof && !c.eofSent || m.exit && !c.exitSent {
+			return progressed, nil // credit waits for the replay
+		}
+		c.replay = nil
+		force = true
+	}
+	if cr, ok := se.credit(c, force); ok {
+		if err := c.write(&cr); err != nil {
+			return false, err
+		}
+		progressed = true
+	}
+	return progressed, nil
+}
+
+// write encodes f into the reused buffer and sends it as one message.
+func (c *conn) write(f frames.Frame) error {
+	c.wbuf = frames.Append(c.wbuf[:0], f)
+	return c.writeBuffered()
+}
+
+// writeBuffered sends the frame encoded in wbuf.
+func (c *conn) writeBuffered() error {
+	return c.ws.Write(c.ctx, websocket.MessageText, c.wbuf)
+}
