@@ -128,6 +128,7 @@ func (w *Window) Available() int64 {
 	return w.s.Available()
 }
 
+// wakeLocked wakes every blocked Reserve to look again. w.mu must be held.
 func (w *Window) wakeLocked() {
 	if w.wake != nil {
 		close(w.wake)
