@@ -29,7 +29,7 @@ func TestQueueAgainstShadow(t *testing.T) {
 	var q queue
 	var shadow []byte
 	next := byte(0)
-	for range 100_000 {
+	for range 20_000 {
 		switch r.IntN(3) {
 		case 0:
 			n := r.IntN(limit - len(shadow) + 1)
