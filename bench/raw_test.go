@@ -1,0 +1,106 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"testing"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+)
+
+// rawChunk is the read size of the baseline's pump, the same 32 KiB the
+// bridge reads from a child's pipe.
+const rawChunk = 32 << 10
+
+// rawHandler is the baseline: it runs the command named by the query's
+// "cmd" argument through exec (no shell) and writes its stdout as binary
+// messages on a plain coder/websocket connection, then closes normally. It
+// has no framing, no flow control and no replay: the floor procwire's
+// overhead is measured against.
+func rawHandler(argv []string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		ctx := r.Context()
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			c.Close(websocket.StatusInternalError, "pipe")
+			return
+		}
+		if err := cmd.Start(); err != nil {
+			c.Close(websocket.StatusInternalError, "start")
+			return
+		}
+		buf := make([]byte, rawChunk)
+		for {
+			n, err := out.Read(buf)
+			if n > 0 {
+				if werr := c.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		_ = cmd.Wait()
+		c.Close(websocket.StatusNormalClosure, "")
+	}
+}
+
+// readRaw reads binary messages until the server's normal close and
+// returns the number of payload bytes received.
+func readRaw(ctx context.Context, url string) (int64, error) {
+	c, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(rawChunk)
+	buf := make([]byte, rawChunk)
+	var total int64
+	for {
+		_, r, err := c.Reader(ctx)
+		if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+		for {
+			n, err := r.Read(buf)
+			total += int64(n)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return total, err
+			}
+		}
+	}
+}
+
+func benchmarkRaw(b *testing.B, size int64) {
+	srv := httptest.NewServer(rawHandler(headCmd(size)))
+	defer srv.Close()
+	url := "ws" + srv.URL[len("http"):]
+	b.SetBytes(size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
+		n, err := readRaw(ctx, url)
+		cancel()
+		require.NoError(b, err)
+		require.Equal(b, size, n)
+	}
+}
