@@ -81,6 +81,8 @@ type Process struct {
 	nextSig int64
 	signals []*pendingSignal // sent or to send, ascending ids, not yet answered
 
+	testHookBlocked func() // called when a write finds no credit
+
 	destroyReq bool
 	destroyed  bool // the destroy settled, with destroyErr
 	destroyErr error

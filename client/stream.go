@@ -141,13 +141,18 @@ func (s *Stdin) WriteContext(ctx context.Context, b []byte) (int, error) {
 	return n, nil
 }
 
+// usable returns the error a write must fail with, if any.
 func (s *Stdin) usable() error {
-	s.p.mu.Lock()
-	defer s.p.mu.Unlock()
-	if s.p.inClosed {
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inClosed {
 		return ErrStdinClosed
 	}
-	return s.p.usableLocked()
+	if p.testHookBlocked != nil && p.stdinWin.Available() == 0 {
+		p.testHookBlocked()
+	}
+	return p.usableLocked()
 }
 
 // Close closes like CloseContext without a deadline.

@@ -1,11 +1,13 @@
-// Package cutproxy is a loopback TCP proxy that can cut the connections
-// passing through it, on demand or after a number of bytes, to exercise a
-// client's reconnection with real connection losses. It is used by the
-// client's tests and by "procwire demo".
+// Package cutproxy is a loopback TCP proxy that cuts the connections passing
+// through it, on demand or at chosen byte counts, to exercise a client's
+// reconnection with real connection losses. The client's tests and
+// "procwire demo" use it.
 package cutproxy
 
 import (
+	"context"
 	"net"
+	"slices"
 	"sync"
 )
 
@@ -16,14 +18,16 @@ type Proxy struct {
 	target string
 	wg     sync.WaitGroup // the accept loop and every pump
 
-	mu       sync.Mutex
-	conns    map[net.Conn]struct{} // both sides of every live connection
-	armed    bool                  // cut once left more bytes passed
-	left     int64
-	drop     bool // discard bytes from the target instead of forwarding them
-	accepted int
-	cuts     int
-	closed   bool
+	mu        sync.Mutex
+	conns     map[net.Conn]struct{} // both sides of every live connection
+	forwarded int64                 // bytes forwarded, both directions
+	points    []int64               // pending cut points (values of forwarded), ascending
+	drop      bool                  // discard bytes from the target
+	refuse    bool                  // close new connections at once
+	accepted  int
+	cuts      int
+	changed   chan struct{} // closed and replaced when cuts grows
+	closed    bool
 }
 
 // New listens on 127.0.0.1 on a free port and forwards to target
@@ -33,7 +37,7 @@ func New(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: make(map[net.Conn]struct{})}
+	p := &Proxy{ln: ln, target: target, conns: make(map[net.Conn]struct{}), changed: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -42,18 +46,37 @@ func New(target string) (*Proxy, error) {
 // Addr returns the proxy's "host:port".
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Accepted returns how many connections the proxy has accepted.
+// Accepted returns how many connections the proxy has accepted and
+// forwarded.
 func (p *Proxy) Accepted() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.accepted
 }
 
-// Cuts returns how many connections were cut.
+// Cuts returns how many times live connections were cut (a cut of several
+// connections at once counts once).
 func (p *Proxy) Cuts() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cuts
+}
+
+// WaitCuts waits until Cuts() >= n or ctx ends.
+func (p *Proxy) WaitCuts(ctx context.Context, n int) error {
+	for {
+		p.mu.Lock()
+		done, ch := p.cuts >= n, p.changed
+		p.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // CutAll cuts every live connection now, with a TCP reset on both sides,
@@ -64,25 +87,37 @@ func (p *Proxy) CutAll() int {
 	return p.cutLocked()
 }
 
-// CutAfter arms a cut of every live connection once n more bytes (in
-// either direction, counting from now) have passed: the byte that
-// reaches n is forwarded, the next one is not. n must be positive.
-func (p *Proxy) CutAfter(n int64) {
-	if n <= 0 {
-		panic("cutproxy: CutAfter needs n > 0")
-	}
+// CutAt arms cuts of every live connection after each of the given byte
+// counts, counted from now over all connections and both directions: the
+// byte reaching a count is forwarded, the next one is not. Counts must be
+// positive; they are cumulative, not relative to each other.
+func (p *Proxy) CutAt(counts ...int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.armed, p.left = true, n
+	for _, n := range counts {
+		if n <= 0 {
+			panic("cutproxy: CutAt needs positive counts")
+		}
+		p.points = append(p.points, p.forwarded+n)
+	}
+	slices.Sort(p.points)
 }
 
-// DropReplies makes the proxy discard (drop is true) or forward again
-// (false) the bytes coming back from the target, so that requests arrive
-// while their answers are lost.
+// DropReplies makes the proxy discard (true) or forward again (false) the
+// bytes coming back from the target, so that requests arrive while their
+// answers are lost.
 func (p *Proxy) DropReplies(drop bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.drop = drop
+}
+
+// Refuse makes the proxy close (true) or forward again (false) the
+// connections it accepts, as a server that cannot be reached.
+func (p *Proxy) Refuse(refuse bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refuse = refuse
 }
 
 // Close stops accepting, cuts every live connection and waits for the
@@ -101,13 +136,17 @@ func (p *Proxy) cutLocked() int {
 	n := 0
 	for c := range p.conns {
 		if tc, ok := c.(*net.TCPConn); ok {
-			tc.SetLinger(0) // reset, not an orderly close
+			tc.SetLinger(0) // a reset, not an orderly close
 		}
 		c.Close()
 		delete(p.conns, c)
 		n++
 	}
-	p.cuts += n / 2
+	if n > 0 {
+		p.cuts++
+		close(p.changed)
+		p.changed = make(chan struct{})
+	}
 	return n / 2
 }
 
@@ -117,6 +156,13 @@ func (p *Proxy) accept() {
 		down, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		p.mu.Lock()
+		refuse := p.refuse || p.closed
+		p.mu.Unlock()
+		if refuse {
+			down.Close()
+			continue
 		}
 		up, err := net.Dial("tcp", p.target)
 		if err != nil {
@@ -155,21 +201,20 @@ func (p *Proxy) pump(dst, src net.Conn, reply bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			k, cut := n, false
-			if p.armed {
-				if int64(n) >= p.left {
-					k, cut = int(p.left), true
-					p.armed = false
-				} else {
-					p.left -= int64(n)
+			k, cut := int64(n), false
+			if len(p.points) > 0 && p.forwarded+k >= p.points[0] {
+				k, cut = p.points[0]-p.forwarded, true
+				for len(p.points) > 0 && p.points[0] <= p.forwarded+k {
+					p.points = p.points[1:]
 				}
 			}
+			p.forwarded += k
 			if reply && p.drop {
 				k = 0
 			}
 			p.mu.Unlock()
 			if k > 0 {
-				if _, werr := dst.Write(buf[:k]); werr != nil {
+				if _, err := dst.Write(buf[:k]); err != nil {
 					return
 				}
 			}
