@@ -1,0 +1,179 @@
+package server
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/frames"
+)
+
+func TestAuth(t *testing.T) {
+	h := newHarness(t, Config{})
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		ok     bool
+	}{
+		{"no token", nil, false},
+		{"wrong token", http.Header{"Authorization": {"Bearer wrong"}}, false},
+		{"token prefix", http.Header{"Authorization": {"Bearer " + testToken[:5]}}, false},
+		{"token with suffix", http.Header{"Authorization": {"Bearer " + testToken + "x"}}, false},
+		{"basic scheme", http.Header{"Authorization": {"Basic " + testToken}}, false},
+		{"right token", http.Header{"Authorization": {"Bearer " + testToken}}, true},
+		{"scheme in lower case", http.Header{"Authorization": {"bearer " + testToken}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws, resp, err := h.dialWith(tc.header, []string{frames.Subprotocol})
+			if !tc.ok {
+				require.Error(t, err)
+				require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, frames.Subprotocol, ws.Subprotocol())
+			ws.Close(websocket.StatusNormalClosure, "")
+		})
+	}
+}
+
+func TestAuthorizedComparesInConstantTime(t *testing.T) {
+	// authorized hashes both tokens and compares the digests with
+	// crypto/subtle, so neither the length nor a common prefix shows.
+	s, err := New(Config{Token: "abc"})
+	require.NoError(t, err)
+	for header, want := range map[string]bool{
+		"Bearer abc": true, "BEARER abc": true, "Bearer ab": false, "Bearer abcd": false,
+		"Bearer abd": false, "Bearer": false, "": false, "Bearer  abc": false,
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("Authorization", header)
+		require.Equal(t, want, s.authorized(r), "%q", header)
+	}
+	require.True(t, tokenEqual("ab", "ab"))
+	require.False(t, tokenEqual("ab", "ac"))
+	require.False(t, tokenEqual("ab", "abc"))
+}
+
+func TestOrigin(t *testing.T) {
+	h := newHarness(t, Config{OriginPatterns: []string{"*.trusted.example"}})
+	auth := http.Header{"Authorization": {"Bearer " + testToken}}
+	for _, tc := range []struct {
+		origin string
+		ok     bool
+	}{
+		{"", true},
+		{"http://" + h.ts.Listener.Addr().String(), true}, // same host
+		{"https://app.trusted.example", true},
+		{"https://evil.example", false},
+		{"https://trusted.example.evil.example", false},
+	} {
+		header := auth.Clone()
+		if tc.origin != "" {
+			header.Set("Origin", tc.origin)
+		}
+		ws, resp, err := h.dialWith(header, []string{frames.Subprotocol})
+		if tc.ok {
+			require.NoError(t, err, tc.origin)
+			ws.Close(websocket.StatusNormalClosure, "")
+			continue
+		}
+		require.Error(t, err, tc.origin)
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, tc.origin)
+	}
+}
+
+func TestSubprotocolRequired(t *testing.T) {
+	h := newHarness(t, Config{})
+	for _, protos := range [][]string{nil, {"procwire.v0"}} {
+		ws, _, err := h.dialWith(http.Header{"Authorization": {"Bearer " + testToken}}, protos)
+		require.NoError(t, err)
+		p := &peer{t: t, ws: ws}
+		p.requireClosed(websocket.StatusProtocolError, "subprotocol procwire.v1 required")
+	}
+}
+
+func TestCheckListenAddr(t *testing.T) {
+	for _, tc := range []struct {
+		addr, token string
+		ok          bool
+	}{
+		{"127.0.0.1:8080", "", true},
+		{"127.1.2.3:0", "", true},
+		{"[::1]:8080", "", true},
+		{"localhost:8080", "", true},
+		{"LocalHost:1", "", true},
+		{"[::ffff:127.0.0.1]:1", "", true},
+		{":8080", "", false},
+		{"0.0.0.0:8080", "", false},
+		{"[::]:8080", "", false},
+		{"192.168.1.10:8080", "", false},
+		{"example.com:8080", "", false},
+		{"[fe80::1%lo]:1", "", false},
+		{":8080", "tok", true},
+		{"0.0.0.0:8080", "tok", true},
+		{"192.168.1.10:8080", "tok", true},
+	} {
+		err := CheckListenAddr(tc.addr, tc.token)
+		if tc.ok {
+			require.NoError(t, err, tc.addr)
+		} else {
+			require.ErrorIs(t, err, ErrInsecureListen, tc.addr)
+		}
+	}
+	for _, bad := range []string{"127.0.0.1", "", "localhost"} {
+		err := CheckListenAddr(bad, "tok")
+		require.Error(t, err, bad)
+		require.NotErrorIs(t, err, ErrInsecureListen)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	s, err := New(Config{})
+	require.NoError(t, err)
+	c := s.cfg
+	require.Equal(t, DefaultProvider, c.Provider)
+	require.Equal(t, Revision, c.ProviderRevision)
+	require.Equal(t, DefaultStdoutWindow, c.StdoutWindow)
+	require.Equal(t, DefaultMaxStdoutWindow, c.MaxStdoutWindow)
+	require.Equal(t, DefaultStdinWindow, c.StdinWindow)
+	require.Equal(t, DefaultMaxStdinWindow, c.MaxStdinWindow)
+	require.Equal(t, DefaultStderrRing, c.StderrRing)
+	require.Equal(t, DefaultGrace, c.Grace)
+	require.Equal(t, DefaultHeartbeat, c.Heartbeat)
+	require.Equal(t, DefaultExitWait, c.ExitWait)
+	require.Equal(t, DefaultDestroyWait, c.DestroyWait)
+	require.Equal(t, DefaultTombstoneTTL, c.TombstoneTTL)
+	require.Equal(t, DefaultMaxTombstones, c.MaxTombstones)
+	require.Equal(t, DefaultMaxFrameData, c.MaxFrameData)
+	require.IsType(t, BridgeExecutor{}, c.Executor)
+	require.NotNil(t, c.Logger)
+
+	s, err = New(Config{MaxStdoutWindow: 2048})
+	require.NoError(t, err)
+	require.Equal(t, 2048, s.cfg.StdoutWindow, "the default window is capped by the maximum")
+
+	for name, bad := range map[string]Config{
+		"small window":         {StdoutWindow: 100},
+		"huge window":          {StdinWindow: 2 << 30},
+		"window above max":     {StdinWindow: 4096, MaxStdinWindow: 2048},
+		"negative ring":        {StderrRing: -1},
+		"frame data above max": {MaxFrameData: frames.MaxData + 1},
+		"negative grace":       {Grace: -time.Second},
+		"negative tombstones":  {MaxTombstones: -1},
+		"bad origin pattern":   {OriginPatterns: []string{"["}},
+	} {
+		_, err := New(bad)
+		require.Error(t, err, name)
+	}
+}
+
+func TestClampWindow(t *testing.T) {
+	require.Equal(t, 100, clampWindow(0, 100, 1000))
+	require.Equal(t, 1024, clampWindow(1024, 100, 1000*1000))
+	require.Equal(t, 1000, clampWindow(1<<30, 100, 1000))
+}
