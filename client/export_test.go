@@ -1,8 +1,9 @@
 package client
 
-// SetWriteBlockedHook sets a function called whenever a write of p's stdin
-// finds no credit and is about to wait for some.
-func SetWriteBlockedHook(p *Process, f func()) {
+// SetBlockedHook sets a function called, with p's lock held, whenever a
+// call of p is about to block: a read or Wait waiting for news, a write
+// finding no credit, Signal and Destroy waiting for their answers.
+func SetBlockedHook(p *Process, f func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.testHookBlocked = f

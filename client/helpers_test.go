@@ -2,11 +2,15 @@ package client_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -146,6 +150,78 @@ func readAll(t *testing.T, c context.Context, s *client.Stream) string {
 		if err != nil {
 			require.ErrorIs(t, err, io.EOF)
 			return b.String()
+		}
+	}
+}
+
+// streamThrough writes n bytes of a seeded random stream to p's stdin and
+// closes it, while reading p's stdout to EOF, and returns the sha256 of
+// what was written, of what was read, and how much was read.
+func streamThrough(t *testing.T, c context.Context, p *client.Process, n int64, seed uint64) (sent, got [sha256.Size]byte, count int64) {
+	t.Helper()
+	werr := make(chan error, 1)
+	hw := sha256.New()
+	go func() {
+		rng := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24)})
+		buf := make([]byte, 1<<20)
+		for left := n; left > 0; {
+			b := buf[:min(left, int64(len(buf)))]
+			rng.Read(b)
+			hw.Write(b)
+			if _, err := p.Stdin().WriteContext(c, b); err != nil {
+				werr <- err
+				return
+			}
+			left -= int64(len(b))
+		}
+		werr <- p.Stdin().CloseContext(c)
+	}()
+	hr := sha256.New()
+	buf := make([]byte, 256<<10)
+	for {
+		k, err := p.Stdout().ReadContext(c, buf)
+		hr.Write(buf[:k])
+		count += int64(k)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+	}
+	require.NoError(t, <-werr)
+	return [sha256.Size]byte(hw.Sum(nil)), [sha256.Size]byte(hr.Sum(nil)), count
+}
+
+// blockedHook installs a hook on p and returns a channel closed the first
+// time a call of p is about to block.
+func blockedHook(p *client.Process) <-chan struct{} {
+	ch := make(chan struct{})
+	var once sync.Once
+	client.SetBlockedHook(p, func() { once.Do(func() { close(ch) }) })
+	return ch
+}
+
+// await waits for ch within c, failing the test otherwise.
+func await(t *testing.T, c context.Context, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-c.Done():
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// eventually polls cond until it holds, failing the test when c ends
+// first. It is for conditions outside the client (the server's state, the
+// kernel's process table) that offer nothing to wait on.
+func eventually(t *testing.T, c context.Context, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-c.Done():
+			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
 }

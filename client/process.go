@@ -81,7 +81,7 @@ type Process struct {
 	nextSig int64
 	signals []*pendingSignal // sent or to send, ascending ids, not yet answered
 
-	testHookBlocked func() // called when a write finds no credit
+	testHookBlocked func() // called when a call is about to block
 
 	destroyReq bool
 	destroyed  bool // the destroy settled, with destroyErr
@@ -273,6 +273,7 @@ func (p *Process) Signal(ctx context.Context, sig frames.SignalName) (delivered 
 	s := &pendingSignal{id: p.nextSig, sig: sig, result: make(chan string, 1)}
 	p.signals = append(p.signals, s)
 	p.kickLocked()
+	p.blockingLocked()
 	p.mu.Unlock()
 
 	select {
@@ -317,6 +318,7 @@ func (p *Process) Destroy(ctx context.Context) error {
 		default:
 		}
 	}
+	p.blockingLocked()
 	p.mu.Unlock()
 
 	select {
@@ -406,6 +408,7 @@ func (p *Process) waitLocked(ctx context.Context) error {
 		p.changed = make(chan struct{})
 	}
 	ch := p.changed
+	p.blockingLocked()
 	p.mu.Unlock()
 	var err error
 	select {
@@ -415,6 +418,13 @@ func (p *Process) waitLocked(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	return err
+}
+
+// blockingLocked tells a test that a call is about to block.
+func (p *Process) blockingLocked() {
+	if p.testHookBlocked != nil {
+		p.testHookBlocked()
+	}
 }
 
 func (p *Process) broadcastLocked() {

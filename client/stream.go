@@ -149,8 +149,8 @@ func (s *Stdin) usable() error {
 	if p.inClosed {
 		return ErrStdinClosed
 	}
-	if p.testHookBlocked != nil && p.stdinWin.Available() == 0 {
-		p.testHookBlocked()
+	if p.stdinWin.Available() == 0 {
+		p.blockingLocked()
 	}
 	return p.usableLocked()
 }
