@@ -572,10 +572,12 @@ func (c *conn) step() (progressed bool, err error) {
 	case sliceErr != nil:
 		return false, fmt.Errorf("stdout from %d: %w", sent, sliceErr)
 	case n > 0:
+		// Published before the write: the peer may ack the frame before
+		// Write returns.
+		c.stdoutSent.Store(sent + int64(n))
 		if err := c.writeBuffered(); err != nil {
 			return false, err
 		}
-		c.stdoutSent.Store(sent + int64(n))
 		progressed = true
 	case eof && sent == eofOff && !c.eofSent:
 		c.eofSent = true
