@@ -1,0 +1,142 @@
+package client_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/client"
+	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/server"
+)
+
+func TestDestroyIdempotent(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+
+	t.Run("twice", func(t *testing.T) {
+		p := open(t, e.url, req("sleep", "300"), nil)
+		require.NoError(t, p.Destroy(c))
+		require.NoError(t, p.Destroy(c))
+		st, err := p.Wait(c)
+		require.NoError(t, err)
+		require.Equal(t, client.ExitStatus{Signal: "SIGKILL"}, st)
+		_, err = p.Stdout().ReadContext(c, make([]byte, 1))
+		require.ErrorIs(t, err, client.ErrDestroyed)
+		_, err = p.Stdin().WriteContext(c, []byte("x"))
+		require.ErrorIs(t, err, client.ErrDestroyed)
+		_, err = p.Signal(c, frames.SIGTERM)
+		require.ErrorIs(t, err, client.ErrDestroyed)
+	})
+	t.Run("concurrently", func(t *testing.T) {
+		p := open(t, e.url, req("sleep", "300"), nil)
+		var wg sync.WaitGroup
+		errs := make([]error, 8)
+		for i := range errs {
+			wg.Go(func() { errs[i] = p.Destroy(c) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+	})
+	t.Run("after exit", func(t *testing.T) {
+		p := open(t, e.url, req("true"), nil)
+		st, err := p.Wait(c)
+		require.NoError(t, err)
+		require.True(t, st.Success())
+		require.NoError(t, p.Destroy(c))
+		require.NoError(t, p.Destroy(c))
+		again, err := p.Wait(c)
+		require.NoError(t, err)
+		require.Equal(t, st, again)
+	})
+}
+
+// The destroy reaches the server but its answer is lost with the
+// connection: the client repeats it on a new connection, as a first frame,
+// and settles the same way.
+func TestDestroyAfterLostAnswer(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+	p := open(t, e.purl, sh("echo ready; exec sleep 300"), nil)
+	require.Equal(t, "ready\n", readLine(t, c, p.Stdout()))
+	require.Len(t, e.srv.Stats().Processes, 1)
+
+	e.proxy.DropReplies(true)
+	done := make(chan error, 1)
+	go func() { done <- p.Destroy(c) }()
+	eventually(t, c, "the server to destroy the process", func() bool { return len(e.srv.Stats().Processes) == 0 })
+	e.proxy.DropReplies(false)
+	e.proxy.CutAll()
+	require.NoError(t, <-done)
+	require.NoError(t, p.Destroy(c))
+	st, err := p.Wait(c)
+	require.NoError(t, err)
+	require.Equal(t, client.ExitStatus{Signal: "SIGKILL"}, st)
+	require.GreaterOrEqual(t, e.proxy.Accepted(), 2)
+}
+
+func TestSecondOpenRefused(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+	p := open(t, e.url, req("sleep", "300"), nil)
+	_, err := client.Open(c, e.url, instanceID(t), req("true"), nil)
+	var re *client.RemoteError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, frames.LifecycleConflict, re.Frame.Code)
+	require.Equal(t, "open_process", re.Frame.Operation)
+	require.Equal(t, "process_already_open", re.Frame.Actual)
+
+	// The reservation lasts until destroy, even after the exit.
+	require.NoError(t, p.Destroy(c))
+	q, err := client.Open(c, e.url, instanceID(t), req("true"), nil)
+	require.NoError(t, err)
+	require.NoError(t, q.Destroy(c))
+}
+
+func TestDestroyKillsGroup(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+	p := open(t, e.url, sh("sleep 300 & echo $!; wait"), nil)
+	sleeper, err := strconv.Atoi(strings.TrimSpace(readLine(t, c, p.Stdout())))
+	require.NoError(t, err)
+	st := e.srv.Stats()
+	require.Len(t, st.Processes, 1)
+	pgid := st.Processes[0].Pid
+	require.Equal(t, []int{pgid, sleeper}, liveGroup(t, pgid))
+
+	require.NoError(t, p.Destroy(c))
+	require.Empty(t, liveGroup(t, pgid), "no process of the group is left")
+}
+
+// liveGroup lists the processes of group pgid that are not zombies, in
+// ascending pid order.
+func liveGroup(t *testing.T, pgid int) []int {
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	require.NoError(t, err)
+	var pids []int
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			continue // gone meanwhile
+		}
+		require.NoError(t, err)
+		// pid (comm) state ppid pgrp ...; comm may hold spaces.
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if fields[0] == "Z" || fields[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.Fields(s)[0])
+		pids = append(pids, pid)
+	}
+	return pids
+}

@@ -1,0 +1,62 @@
+package client_test
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/client"
+	"github.com/procwire/procwire/server"
+)
+
+// The connection is cut 20 times at seeded random points of a 64 MiB
+// stream through cat: the caller sees one unbroken stream and one exit.
+func TestCutsDuringStream(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+	const n, cuts = 64 << 20, 20
+	rng := rand.New(rand.NewPCG(20, 26))
+	// About 2 × 4/3 × n bytes cross the proxy (base64, both directions).
+	points := make([]int64, cuts)
+	for i := range points {
+		points[i] = 1 + rng.Int64N(2*n)
+	}
+	slices.Sort(points)
+	p := open(t, e.purl, req("cat"), nil)
+	e.proxy.CutAt(points...)
+	sent, got, count := streamThrough(t, c, p, n, 7)
+	require.Equal(t, int64(n), count)
+	require.Equal(t, sent, got, "sha256")
+	st, err := p.Wait(c)
+	require.NoError(t, err)
+	require.Equal(t, client.ExitStatus{}, st)
+	require.Equal(t, cuts, e.proxy.Cuts())
+	require.GreaterOrEqual(t, e.proxy.Accepted(), cuts+1)
+	require.NoError(t, p.Destroy(c))
+}
+
+// A cut while the process sits idle, then while stdout waits unread, then
+// while a signal is answered: every call carries on.
+func TestCutsAtRest(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+	p := open(t, e.purl, sh(`echo ready; while read l; do echo "got $l"; echo "err $l" >&2; done; exit 4`), nil)
+	require.Equal(t, "ready\n", readLine(t, c, p.Stdout()))
+	for i := range 3 {
+		require.Equal(t, 1, e.proxy.CutAll())
+		_, err := p.Stdin().WriteContext(c, []byte("x\n"))
+		require.NoError(t, err)
+		require.Equal(t, "got x\n", readLine(t, c, p.Stdout()))
+		require.Equal(t, "err x\n", readLine(t, c, p.Stderr()))
+		require.Equal(t, i+2, e.proxy.Accepted())
+	}
+	require.NoError(t, p.Stdin().Close())
+	require.Equal(t, "", readAll(t, c, p.Stdout()))
+	e.proxy.CutAll()
+	st, err := p.Wait(c)
+	require.NoError(t, err)
+	require.Equal(t, client.ExitStatus{Code: 4}, st)
+	require.NoError(t, p.Destroy(c))
+}
