@@ -60,7 +60,7 @@ func (r *Reader) Buffered() int { return r.wr - r.rd }
 // discards the rest of that line and goes on with the one after it. At the
 // end of the stream ReadLine returns io.EOF, or io.ErrUnexpectedEOF when
 // the last line has no '\n'. An error of the underlying reader is returned
-// once the lines before it have been.
+// once the lines before it have been, and again on every later call.
 func (r *Reader) ReadLine() ([]byte, error) {
 	if r.skip {
 		if err := r.discard(); err != nil {

@@ -187,6 +187,7 @@ type chunkReader struct {
 	sizes []byte
 	n     int
 	end   error
+	empty int // empty reads in a row
 	read  int // bytes handed out so far
 }
 
@@ -198,6 +199,14 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	if len(c.sizes) > 0 {
 		size = int(c.sizes[c.n%len(c.sizes)])
 		c.n++
+	}
+	if size == 0 {
+		// An empty read is allowed now and then, not forever.
+		if c.empty++; c.empty > 2 {
+			size, c.empty = 1, 0
+		}
+	} else {
+		c.empty = 0
 	}
 	size = min(size, len(p), len(c.src))
 	copy(p, c.src[:size])
@@ -277,6 +286,105 @@ func FuzzReader(f *testing.F) {
 			if held := r.Buffered(); held > max(limit, 4096) || src.read-held < consumed {
 				t.Fatalf("step %d: holds %d bytes with limit %d (read %d, returned %d)", i, held, limit, src.read, consumed)
 			}
+		}
+	})
+}
+
+// frameFrom builds a frame of one of the types from arbitrary values, most
+// of them invalid.
+func frameFrom(kind uint8, a, b int64, s1, s2, s3 string, data []byte) frames.Frame {
+	parts := bytes.Split([]byte(s3), []byte{','})
+	part := func(i int) string {
+		if i < len(parts) {
+			return string(parts[i])
+		}
+		return s1
+	}
+	env := map[string]string{}
+	for i := 0; i+1 < len(parts); i += 2 {
+		env[string(parts[i])] = string(parts[i+1])
+	}
+	var args []string
+	for _, p := range parts {
+		args = append(args, string(p))
+	}
+	ev := frames.Evidence{WireRevision: part(0), Provider: part(1), ProviderRevision: part(2),
+		InstanceID: part(3), ProcessID: part(4), Executable: part(5), WorkingDirectory: part(6),
+		ArgumentsDigest: part(7), StartedAt: part(8)}
+	var gap *frames.Gap
+	if b%3 == 0 {
+		gap = &frames.Gap{Requested: a, Oldest: b}
+	}
+	switch frames.Type(kind%17 + 1) {
+	case frames.TypeOpen:
+		return &frames.Open{InstanceID: s1, Request: frames.ProcessRequest{Executable: s2, Arguments: args,
+			WorkingDirectory: part(0), Environment: env}, StdoutWindow: a, StdinWindow: b}
+	case frames.TypeResume:
+		return &frames.Resume{ProcessID: s1, Token: s2, StdoutReceived: a, StderrReceived: b}
+	case frames.TypeStdin:
+		return &frames.Stdin{Off: a, Data: data}
+	case frames.TypeStdinClose:
+		return &frames.StdinClose{Off: a}
+	case frames.TypeAck:
+		return &frames.Ack{Stdout: a}
+	case frames.TypeSignal:
+		return &frames.Signal{ID: a, Signal: frames.SignalName(s1)}
+	case frames.TypeDestroy:
+		return &frames.Destroy{ProcessID: s1, Token: s2}
+	case frames.TypeOpened:
+		return &frames.Opened{ProcessID: s1, Token: s2, Evidence: ev, StdinLimit: a, StdoutWindow: b,
+			StderrWindow: a ^ b, GraceMS: a, HeartbeatMS: b, ExitWaitMS: a, MaxData: b}
+	case frames.TypeResumed:
+		return &frames.Resumed{ProcessID: s1, Evidence: ev, StdinReceived: a, StdinLimit: b}
+	case frames.TypeCredit:
+		return &frames.Credit{StdinReceived: a, StdinLimit: b}
+	case frames.TypeStdout:
+		return &frames.Stdout{Off: a, Data: data}
+	case frames.TypeStdoutEOF:
+		return &frames.StdoutEOF{Off: a}
+	case frames.TypeStderr:
+		return &frames.Stderr{Off: a, Data: data}
+	case frames.TypeExit:
+		return &frames.Exit{Code: int(a), Signal: s1}
+	case frames.TypeSignaled:
+		return &frames.Signaled{ID: a, Result: s1}
+	case frames.TypeDestroyed:
+		return &frames.Destroyed{ProcessID: s1}
+	default:
+		return &frames.Error{Code: frames.ErrorCode(s1), Operation: part(0), Expected: part(1), Actual: part(2),
+			Requirement: part(3), Reason: part(4), Message: s2, Gap: gap}
+	}
+}
+
+// FuzzValidate: for a frame built in Go, valid or not, Validate gives the
+// error that decoding its encoding gives, and a valid frame survives the
+// round trip.
+func FuzzValidate(f *testing.F) {
+	const pid, tok = "8f3a0c1e5b7d49a2b6c4e0f1a2b3c4d5", "3b0e8c1d2f4a6b8c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c"
+	ev := "procwire.v1,procwire,0.1,inst-1," + pid + ",cat,/tmp,sha256:" + tok + ",2026-11-29T09:30:00.000Z"
+	for k := range uint8(17) {
+		f.Add(k, int64(1024), int64(4096), "inst-1", "cat", "/tmp,-u,PATH,/bin", []byte("hi"))
+		f.Add(k, int64(1), int64(3), pid, tok, ev, []byte{0})
+		f.Add(k, int64(-1), int64(0), "SandboxOperationFailed", "\xff", "a,b,c,d,e", []byte{})
+	}
+	f.Add(uint8(13), int64(0), int64(0), "SIGRTMIN+7", "", "", []byte(nil))
+	f.Fuzz(func(t *testing.T, kind uint8, a, b int64, s1, s2, s3 string, data []byte) {
+		fr := frameFrom(kind, a, b, s1, s2, s3, data)
+		verr := frames.Validate(fr)
+		d := frames.Decoder{MaxLine: frames.MaxFirstLine}
+		got, derr := d.Decode(frames.Append(nil, fr))
+		if (verr == nil) != (derr == nil) {
+			t.Fatalf("%+v: Validate says %v, Decode %v", fr, verr, derr)
+		}
+		if verr != nil {
+			var v, w *frames.DecodeError
+			if !errors.As(verr, &v) || !errors.As(derr, &w) || v.Frame != w.Frame || v.Field != w.Field || v.Kind != w.Kind {
+				t.Fatalf("%+v: Validate says %v, Decode %v", fr, verr, derr)
+			}
+			return
+		}
+		if !frames.Equal(got, fr) {
+			t.Fatalf("round trip of %+v gives %+v", fr, got)
 		}
 	})
 }
