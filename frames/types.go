@@ -294,20 +294,53 @@ type Error struct {
 	Gap         *Gap
 }
 
-func (*Open) Type() Type       { return TypeOpen }
-func (*Resume) Type() Type     { return TypeResume }
-func (*Stdin) Type() Type      { return TypeStdin }
+// Type returns TypeOpen.
+func (*Open) Type() Type { return TypeOpen }
+
+// Type returns TypeResume.
+func (*Resume) Type() Type { return TypeResume }
+
+// Type returns TypeStdin.
+func (*Stdin) Type() Type { return TypeStdin }
+
+// Type returns TypeStdinClose.
 func (*StdinClose) Type() Type { return TypeStdinClose }
-func (*Ack) Type() Type        { return TypeAck }
-func (*Signal) Type() Type     { return TypeSignal }
-func (*Destroy) Type() Type    { return TypeDestroy }
-func (*Opened) Type() Type     { return TypeOpened }
-func (*Resumed) Type() Type    { return TypeResumed }
-func (*Credit) Type() Type     { return TypeCredit }
-func (*Stdout) Type() Type     { return TypeStdout }
-func (*StdoutEOF) Type() Type  { return TypeStdoutEOF }
-func (*Stderr) Type() Type     { return TypeStderr }
-func (*Exit) Type() Type       { return TypeExit }
-func (*Signaled) Type() Type   { return TypeSignaled }
-func (*Destroyed) Type() Type  { return TypeDestroyed }
-func (*Error) Type() Type      { return TypeError }
+
+// Type returns TypeAck.
+func (*Ack) Type() Type { return TypeAck }
+
+// Type returns TypeSignal.
+func (*Signal) Type() Type { return TypeSignal }
+
+// Type returns TypeDestroy.
+func (*Destroy) Type() Type { return TypeDestroy }
+
+// Type returns TypeOpened.
+func (*Opened) Type() Type { return TypeOpened }
+
+// Type returns TypeResumed.
+func (*Resumed) Type() Type { return TypeResumed }
+
+// Type returns TypeCredit.
+func (*Credit) Type() Type { return TypeCredit }
+
+// Type returns TypeStdout.
+func (*Stdout) Type() Type { return TypeStdout }
+
+// Type returns TypeStdoutEOF.
+func (*StdoutEOF) Type() Type { return TypeStdoutEOF }
+
+// Type returns TypeStderr.
+func (*Stderr) Type() Type { return TypeStderr }
+
+// Type returns TypeExit.
+func (*Exit) Type() Type { return TypeExit }
+
+// Type returns TypeSignaled.
+func (*Signaled) Type() Type { return TypeSignaled }
+
+// Type returns TypeDestroyed.
+func (*Destroyed) Type() Type { return TypeDestroyed }
+
+// Type returns TypeError.
+func (*Error) Type() Type { return TypeError }
