@@ -48,9 +48,16 @@ func protocolError(format string, args ...any) closeStatus {
 	return closeStatus{code: websocket.StatusProtocolError, reason: truncate(fmt.Sprintf(format, args...), 123)}
 }
 
-func internalError(format string, args ...any) closeStatus {
+func internalStatus(format string, args ...any) closeStatus {
 	return closeStatus{code: websocket.StatusInternalError, reason: truncate(fmt.Sprintf(format, args...), 123)}
 }
+
+// internalError is a writer failure that is the server's fault, not the
+// connection's: the connection is closed with 1011.
+type internalError struct{ err error }
+
+func (e *internalError) Error() string { return e.err.Error() }
+func (e *internalError) Unwrap() error { return e.err }
 
 // destroyedStatus ends a connection after destroy: exit, destroyed, 1000.
 func destroyedStatus(ts *tombstone) closeStatus {
@@ -166,6 +173,16 @@ func (c *conn) closeWith(st closeStatus) {
 		c.abortTimer = time.AfterFunc(closeTimeout, c.cancel)
 		close(c.stop)
 	})
+}
+
+// stopping reports whether closeWith was called.
+func (c *conn) stopping() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // wakeUp tells the writer that the session has news. It never blocks.
@@ -369,7 +386,7 @@ func (c *conn) stdin(f *frames.Stdin) (closeStatus, bool) {
 	}
 	if err := se.p.PushStdin(f.Data); err != nil {
 		se.log.Error("push stdin", "err", err)
-		return internalError("push stdin: %v", err), true
+		return internalStatus("push stdin: %v", err), true
 	}
 	return closeStatus{}, false
 }
@@ -387,7 +404,7 @@ func (c *conn) stdinClose(f *frames.StdinClose) (closeStatus, bool) {
 		se.stdinClosed = true
 		if err := se.p.CloseStdin(); err != nil {
 			se.log.Error("close stdin", "err", err)
-			return internalError("close stdin: %v", err), true
+			return internalStatus("close stdin: %v", err), true
 		}
 	}
 	return closeStatus{}, false
@@ -423,7 +440,7 @@ func (c *conn) signal(f *frames.Signal) (closeStatus, bool) {
 	se.mu.Unlock()
 	if err != nil {
 		se.log.Error("signal", "signal", string(f.Signal), "err", err)
-		return internalError("signal: %v", err), true
+		return internalStatus("signal: %v", err), true
 	}
 	se.log.Info("signal", "id", f.ID, "signal", string(f.Signal), "result", result)
 	c.send(&frames.Signaled{ID: f.ID, Result: result})
@@ -453,6 +470,11 @@ func (c *conn) writeLoop(log *slog.Logger) {
 	err := c.writeFrames()
 	if err == nil {
 		err = c.writeFinal()
+	}
+	if ie, ok := errors.AsType[*internalError](err); ok {
+		log.Error("internal error", "err", ie)
+		c.closeWith(internalStatus("internal error"))
+		err = nil
 	}
 	if err != nil {
 		if c.ctx.Err() == nil {
@@ -569,8 +591,12 @@ func (c *conn) step() (progressed bool, err error) {
 		}
 	})
 	switch {
+	case sliceErr != nil && c.stopping():
+		// Replaced by a resume whose client acked past what this
+		// connection sent; it is closing with 4001.
+		return false, nil
 	case sliceErr != nil:
-		return false, fmt.Errorf("stdout from %d: %w", sent, sliceErr)
+		return false, &internalError{fmt.Errorf("stdout from %d: %w", sent, sliceErr)}
 	case n > 0:
 		// Published before the write: the peer may ack the frame before
 		// Write returns.

@@ -33,6 +33,10 @@ type streamer struct {
 func (s *streamer) run(stopAt int) {
 	t := s.p.t
 	t.Helper()
+	if int64(len(s.got)) > s.acked { // left unacked by the last run
+		s.acked = int64(len(s.got))
+		s.p.send(&frames.Ack{Stdout: s.acked})
+	}
 	for len(s.got) < stopAt && !(s.eof && s.exit != nil) {
 		for s.sent < int64(len(s.data)) && s.sent < s.limit {
 			n := min(int64(s.maxData), s.limit-s.sent, int64(len(s.data))-s.sent)

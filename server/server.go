@@ -191,20 +191,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	destroyers.Wait()
 
-	var err error
-	connsDone := make(chan struct{})
-	go func() {
-		s.connWG.Wait()
-		close(connsDone)
-	}()
-	select {
-	case <-connsDone:
-	case <-ctx.Done():
-		err = ctx.Err()
+	// When ctx ends, drop the connections still closing.
+	abort := context.AfterFunc(ctx, func() {
 		for _, c := range conns {
 			c.cancel()
 		}
-		<-connsDone
+	})
+	s.connWG.Wait()
+	var err error
+	if !abort() {
+		err = ctx.Err()
 	}
 	s.wg.Wait()
 	return err
