@@ -167,9 +167,12 @@ func Open(ctx context.Context, url, instanceID string, req frames.ProcessRequest
 	}
 	if err != nil {
 		var pe *ProtocolError
-		if errors.As(err, &pe) && opened != nil {
-			// Fail closed: a process runs, but not the one asked for.
-			if derr := p.destroyOn(ctx, ws, &frames.Destroy{}); derr != nil {
+		if errors.As(err, &pe) {
+			// Fail closed: a process may run, but not as asked for.
+			dctx, cancel := context.WithTimeout(ctx, autoDestroyTimeout)
+			derr := p.destroyOn(dctx, ws, &frames.Destroy{})
+			cancel()
+			if derr != nil {
 				err = errors.Join(err, fmt.Errorf("procwire: destroy after failed open: %w", derr))
 			}
 		}

@@ -415,7 +415,7 @@ func (p *Process) destroyOn(ctx context.Context, ws *wsConn, d *frames.Destroy) 
 		}
 		switch f := f.(type) {
 		case *frames.Destroyed:
-			if f.ProcessID != p.id {
+			if p.id != "" && f.ProcessID != p.id {
 				return protocolErrorf("destroyed.process_id", "%q, expected %q", f.ProcessID, p.id)
 			}
 			return nil

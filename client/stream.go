@@ -27,19 +27,30 @@ func (s *Stream) Read(b []byte) (int, error) {
 }
 
 // ReadContext reads up to len(b) bytes, blocking until some are available,
-// the stream ends (io.EOF) or ctx ends. When the handle ended (destroyed,
-// connection lost, protocol error) it returns that error once the bytes
-// already received were read.
+// the stream ends (io.EOF) or ctx ends. Once Destroy was called it returns
+// ErrDestroyed. When the handle ended otherwise (connection lost, protocol
+// error) it returns that error, unless the stream was complete: stdout's
+// EOF, or stderr's exit, was received before.
 func (s *Stream) ReadContext(ctx context.Context, b []byte) (int, error) {
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	q := &p.outBuf
+	if s.stderr {
+		q = &p.errBuf
+	}
 	for {
-		q := &p.outBuf
+		// A complete stream reads to its end whatever happens next.
+		complete := p.outEOFOK
 		if s.stderr {
-			q = &p.errBuf
+			complete = p.exit != nil
 		}
-		if !q.empty() && len(b) > 0 && !p.destroyReq {
+		switch {
+		case p.destroyReq:
+			return 0, ErrDestroyed
+		case p.err != nil && !complete:
+			return 0, p.err // what is held is not trusted any more
+		case !q.empty() && len(b) > 0:
 			n := copy(b, q.from(q.start, len(b)))
 			q.discard(q.start + int64(n))
 			if !s.stderr {
@@ -50,16 +61,8 @@ func (s *Stream) ReadContext(ctx context.Context, b []byte) (int, error) {
 				}
 			}
 			return n, nil
-		}
-		switch {
-		case p.destroyReq:
-			return 0, ErrDestroyed
-		case !s.stderr && p.outEOFOK && q.empty():
+		case complete && q.empty():
 			return 0, io.EOF
-		case s.stderr && p.exit != nil:
-			return 0, io.EOF
-		case p.err != nil:
-			return 0, p.err
 		case len(b) == 0:
 			return 0, nil
 		}
