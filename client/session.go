@@ -30,6 +30,11 @@ func (p *Process) supervise(c *conn) {
 		if !ended {
 			if fin := finalClose(err); fin != nil {
 				p.endLocked(fin)
+				if websocket.CloseStatus(err) == websocket.StatusGoingAway {
+					// A server shutting down destroys every process
+					// (PROTOCOL.md §4.7): nothing is left to destroy.
+					p.settleDestroyLocked(nil)
+				}
 				ended = true
 			}
 		}
