@@ -613,16 +613,24 @@ func (c *conn) step() (progressed bool, err error) {
 		progressed = true
 	}
 
-	var from int64
-	n = 0
-	se.p.Stderr(func(r *replay.Ring) {
-		var a []byte
-		a, _, from = r.Slice(c.stderrSent, maxData)
-		if n = len(a); n > 0 {
-			c.wbuf = frames.Append(c.wbuf[:0], &frames.Stderr{Off: from, Data: a})
+	// All the stderr held now (at most the ring, so a flood cannot starve
+	// stdout), so that an exit sent below follows the stderr before it.
+	for errEnd := int64(-1); errEnd < 0 || c.stderrSent < errEnd; {
+		var from int64
+		n = 0
+		se.p.Stderr(func(r *replay.Ring) {
+			if errEnd < 0 {
+				errEnd = r.End()
+			}
+			var a []byte
+			a, _, from = r.Slice(c.stderrSent, maxData)
+			if n = len(a); n > 0 {
+				c.wbuf = frames.Append(c.wbuf[:0], &frames.Stderr{Off: from, Data: a})
+			}
+		})
+		if n == 0 {
+			break
 		}
-	})
-	if n > 0 {
 		if err := c.writeBuffered(); err != nil {
 			return false, err
 		}
