@@ -42,7 +42,9 @@ const (
 )
 
 // Config configures a Server. The zero value of every field means its
-// default; New refuses values outside their bounds.
+// default; New refuses values outside their bounds. New copies the Config:
+// changing it afterwards has no effect. Admit and Executor are called
+// concurrently, from the goroutines serving connections.
 type Config struct {
 	// Token is the bearer token every upgrade request must carry as
 	// "Authorization: Bearer <Token>"; it is compared in constant time and a
@@ -61,9 +63,10 @@ type Config struct {
 	Provider         string
 	ProviderRevision string
 
-	// Admit decides whether an instance may open a process; a non-nil
-	// result is sent as the error answering the open (typically
-	// SandboxInstanceNotFound). nil admits every instance.
+	// Admit decides, on every open, whether the instance may open a
+	// process; a non-nil result is sent as the error answering the open
+	// (typically SandboxInstanceNotFound). ctx ends if the connection is
+	// lost. nil admits every instance.
 	Admit func(ctx context.Context, instanceID string) *frames.Error
 
 	// Executor starts children; nil means BridgeExecutor.

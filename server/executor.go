@@ -49,14 +49,15 @@ type Process interface {
 
 var _ Process = (*bridge.Process)(nil)
 
-// Executor starts the child of an open frame.
+// Executor starts the child of an open frame. Start is called
+// concurrently, once per open.
 //
 // Start must honour cfg: the stdout buffer holds cfg.StdoutWindow bytes, the
 // stderr ring cfg.StderrRing bytes and the stdin queue cfg.StdinWindow bytes,
 // because the server announces those windows to the client. An error that is
-// (or wraps) a *bridge.StartError is answered with its Reason, a *frames.Error
-// is sent as it is, anything else as reason "start_failed". ctx ends when the
-// connection that asked for the process is lost.
+// (or wraps) a *bridge.StartError is answered with its Reason,
+// anything else as reason "start_failed". ctx ends when the connection that
+// asked for the process is lost.
 type Executor interface {
 	Start(ctx context.Context, req bridge.Request, cfg bridge.Config) (Process, error)
 }

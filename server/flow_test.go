@@ -302,3 +302,27 @@ func TestShutdownDeadline(t *testing.T) {
 	require.True(t, groupGone(pid))
 	require.Zero(t, h.srv.Stats().Connections)
 }
+
+func TestPeerThatNeverReads(t *testing.T) {
+	h := newHarness(t, Config{Heartbeat: -1})
+	p := h.dial()
+	p.send(&frames.Open{
+		InstanceID:   "inst-deaf",
+		Request:      frames.ProcessRequest{Executable: "yes", WorkingDirectory: "/", Environment: testEnv},
+		StdoutWindow: 4096,
+	})
+	// Not one frame is read, not even opened: the server holds one window.
+	var ps ProcessStats
+	waitFor(t, "the process", func() bool {
+		st := h.srv.Stats()
+		if len(st.Processes) == 1 {
+			ps = st.Processes[0]
+		}
+		return ps.Pid != 0
+	})
+	waitFor(t, "yes blocked in pipe_write", func() bool {
+		held := h.process(ps.ProcessID).StdoutHeld
+		require.LessOrEqual(t, held, 4096)
+		return held == 4096 && strings.Contains(wchan(ps.Pid), "pipe_write")
+	})
+}
