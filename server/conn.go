@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -477,14 +478,14 @@ func (c *conn) writeLoop(log *slog.Logger) {
 		err = nil
 	}
 	if err != nil {
-		if c.ctx.Err() == nil {
+		if c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 			log.Info("write failed", "err", err)
 		}
 		c.closeWith(closeStatus{code: websocket.StatusAbnormalClosure, reason: "write failed", abrupt: true})
 		c.cancel()
 		return
 	}
-	if st := c.status; st.abrupt {
+	if st := c.status; st.abrupt || c.ctx.Err() != nil {
 		_ = c.ws.CloseNow()
 	} else {
 		_ = c.ws.Close(st.code, st.reason)
