@@ -169,12 +169,8 @@ func (d *Decoder) quickData(raw []byte) ([]byte, bool) {
 		return nil, false
 	}
 	buf := d.dataBuf(n / 4 * 3)
-	// Decode skips '\r' and '\n'; a length other than want means it did.
-	m, err := b64.Decode(buf, raw)
-	if err != nil || m != want {
-		return nil, false
-	}
-	return buf[:m], true
+	m, ok := decodeBase64(buf, raw)
+	return buf[:m], ok
 }
 
 // dataBuf returns a buffer of n bytes for a payload: the Decoder's own,

@@ -49,7 +49,7 @@ func appendData(dst []byte, prefix string, off int64, data []byte) []byte {
 	dst = append(dst, prefix...)
 	dst = strconv.AppendInt(dst, off, 10)
 	dst = append(dst, infixData...)
-	dst = b64.AppendEncode(dst, data)
+	dst = appendBase64(dst, data)
 	return append(dst, "\"}\n"...)
 }
 
@@ -91,7 +91,7 @@ func appendValue(dst []byte, fd *field, p any) []byte {
 		return appendString(dst, string(*p))
 	case *[]byte:
 		dst = append(dst, '"')
-		dst = b64.AppendEncode(dst, *p)
+		dst = appendBase64(dst, *p)
 		return append(dst, '"')
 	case *[]string:
 		dst = append(dst, '[')
