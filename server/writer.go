@@ -1,0 +1,228 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/coder/websocket"
+
+	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/replay"
+)
+
+// writeLoop is the connection's only writer: the hello frame, then
+// answers and the session's streams as they come, then what the close
+// requires and the close itself.
+func (c *conn) writeLoop(log *slog.Logger) {
+	defer close(c.writerDone)
+	err := c.writeFrames()
+	if err == nil {
+		err = c.writeFinal()
+	}
+	if ie, ok := errors.AsType[*internalError](err); ok {
+		log.Error("internal error", "err", ie)
+		c.closeWith(internalStatus("internal error"))
+		err = nil
+	}
+	if err != nil {
+		if c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+			log.Info("write failed", "err", err)
+		}
+		c.closeWith(closeStatus{code: websocket.StatusAbnormalClosure, reason: "write failed", abrupt: true})
+		c.cancel()
+		return
+	}
+	if st := c.status; st.abrupt || c.ctx.Err() != nil {
+		_ = c.ws.CloseNow()
+	} else {
+		_ = c.ws.Close(st.code, st.reason)
+	}
+}
+
+// writeFrames writes until closeWith.
+func (c *conn) writeFrames() error {
+	if c.hello != nil {
+		if err := c.write(c.hello); err != nil {
+			return err
+		}
+	}
+	for {
+		select {
+		case f := <-c.ctrl:
+			if err := c.write(f); err != nil {
+				return err
+			}
+			continue
+		case <-c.stop:
+			return nil
+		default:
+		}
+		progressed, err := c.step()
+		if err != nil {
+			return err
+		}
+		if progressed {
+			continue
+		}
+		select {
+		case f := <-c.ctrl:
+			if err := c.write(f); err != nil {
+				return err
+			}
+		case <-c.wake:
+		case <-c.stop:
+			return nil
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+}
+
+// writeFinal writes the answers still queued and, after a destroy, exit
+// and destroyed.
+func (c *conn) writeFinal() error {
+	for {
+		select {
+		case f := <-c.ctrl:
+			if err := c.write(f); err != nil {
+				return err
+			}
+			continue
+		default:
+		}
+		break
+	}
+	st := c.status
+	if st.destroyed == "" {
+		return nil
+	}
+	if st.exit != nil && !c.exitSent {
+		c.exitSent = true
+		if err := c.write(st.exit); err != nil {
+			return err
+		}
+	}
+	return c.write(&frames.Destroyed{ProcessID: st.destroyed})
+}
+
+// step sends at most one frame of each kind the session has ready: stdout
+// (or stdout_eof), stderr, exit, credit. progressed reports whether it
+// sent anything.
+func (c *conn) step() (progressed bool, err error) {
+	se := c.sess
+	if se == nil {
+		return false, nil
+	}
+	maxData := c.srv.cfg.MaxFrameData
+	// Read the exit before the stdout buffer: the bridge records EOF before
+	// it publishes the exit, so an exit seen here comes with its EOF.
+	exit, exited := se.p.Exit()
+
+	sent := c.stdoutSent.Load()
+	var (
+		n        int
+		eofOff   int64
+		eof      bool
+		sliceErr error
+	)
+	se.p.Stdout(func(b *replay.Buffer) {
+		eofOff, eof = b.EOF()
+		// One frame per contiguous segment: the ring's wrap point ends a
+		// frame, so bytes are encoded straight from the view.
+		a, _, err := b.Slice(sent, maxData)
+		if err != nil {
+			sliceErr = err
+			return
+		}
+		if n = len(a); n > 0 {
+			c.wbuf = frames.Append(c.wbuf[:0], &frames.Stdout{Off: sent, Data: a})
+		}
+	})
+	switch {
+	case sliceErr != nil && c.stopping():
+		// Replaced by a resume whose client acked past what this
+		// connection sent; it is closing with 4001.
+		return false, nil
+	case sliceErr != nil:
+		return false, &internalError{fmt.Errorf("stdout from %d: %w", sent, sliceErr)}
+	case n > 0:
+		// Published before the write: the peer may ack the frame before
+		// Write returns.
+		c.stdoutSent.Store(sent + int64(n))
+		if err := c.writeBuffered(); err != nil {
+			return false, err
+		}
+		progressed = true
+	case eof && sent == eofOff && !c.eofSent:
+		c.eofSent = true
+		if err := c.write(&frames.StdoutEOF{Off: eofOff}); err != nil {
+			return false, err
+		}
+		progressed = true
+	}
+
+	// All the stderr held now (at most the ring, so a flood cannot starve
+	// stdout), so that an exit sent below follows the stderr before it.
+	for errEnd := int64(-1); errEnd < 0 || c.stderrSent < errEnd; {
+		var from int64
+		n = 0
+		se.p.Stderr(func(r *replay.Ring) {
+			if errEnd < 0 {
+				errEnd = r.End()
+			}
+			var a []byte
+			a, _, from = r.Slice(c.stderrSent, maxData)
+			if n = len(a); n > 0 {
+				c.wbuf = frames.Append(c.wbuf[:0], &frames.Stderr{Off: from, Data: a})
+			}
+		})
+		if n == 0 {
+			break
+		}
+		if err := c.writeBuffered(); err != nil {
+			return false, err
+		}
+		c.stderrSent = from + int64(n)
+		progressed = true
+	}
+
+	// exit follows stdout_eof when the stream ended; when it did not (a
+	// descendant holds stdout, or the window is full), the bridge has
+	// already waited ExitWait and stdout goes on after exit.
+	if exited && !c.exitSent && (!eof || c.eofSent) {
+		c.exitSent = true
+		if err := c.write(&frames.Exit{Code: exit.Code, Signal: exit.Signal}); err != nil {
+			return false, err
+		}
+		progressed = true
+	}
+
+	force := false
+	if m := c.replay; m != nil {
+		if c.stdoutSent.Load() < m.stdout || c.stderrSent < m.stderr || m.eof && !c.eofSent || m.exit && !c.exitSent {
+			return progressed, nil // credit waits for the replay
+		}
+		c.replay = nil
+		force = true
+	}
+	if cr, ok := se.credit(c, force); ok {
+		if err := c.write(&cr); err != nil {
+			return false, err
+		}
+		progressed = true
+	}
+	return progressed, nil
+}
+
+// write encodes f into the reused buffer and sends it as one message.
+func (c *conn) write(f frames.Frame) error {
+	c.wbuf = frames.Append(c.wbuf[:0], f)
+	return c.writeBuffered()
+}
+
+// writeBuffered sends the frame encoded in wbuf.
+func (c *conn) writeBuffered() error {
+	return c.ws.Write(c.ctx, websocket.MessageText, c.wbuf)
+}
