@@ -74,6 +74,7 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return 2
 	}
 	url, argv := rest[0], rest[1:]
+	stderr = &lockedWriter{w: stderr} // the copy of remote stderr and our messages share it
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "procwire exec: %v\n", err)
 		return exitFailure
@@ -207,4 +208,16 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
