@@ -288,3 +288,27 @@ func assertEnded(t *testing.T, p *client.Process, f *fake, check func(error)) {
 	}
 	require.NoError(t, p.Destroy(c))
 }
+
+// A process resumed on another connection (close 4001) ends the handle:
+// the client does not fight over it, and does not destroy it.
+func TestResumedElsewhere(t *testing.T) {
+	cut := make(chan struct{})
+	resumes := make(chan struct{}, 1)
+	f := newFake(t, func(fc *fakeConn, first frames.Frame) {
+		switch first := first.(type) {
+		case *frames.Open:
+			fc.send(opened(first))
+			<-cut
+			fc.ws.Close(4001, "resumed elsewhere")
+		case *frames.Resume:
+			resumes <- struct{}{}
+		}
+	})
+	p := openFake(t, f)
+	err := cutWhileReading(t, p, cut)
+	require.ErrorIs(t, err, client.ErrConnectionLost)
+	_, err = p.Wait(ctx(t))
+	require.ErrorIs(t, err, client.ErrConnectionLost)
+	require.Empty(t, resumes)
+	require.Empty(t, f.destroys)
+}

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -59,4 +60,19 @@ func TestCutsAtRest(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, client.ExitStatus{Code: 4}, st)
 	require.NoError(t, p.Destroy(c))
+}
+
+// A peer that stops answering is found dead by the heartbeat, without any
+// cut, and the process is resumed once it answers again.
+func TestHeartbeatFindsDeadPeer(t *testing.T) {
+	e := newEnv(t, server.Config{Heartbeat: 50 * time.Millisecond})
+	c := ctx(t)
+	p := open(t, e.purl, sh(`while read l; do echo "got $l"; done`), nil)
+	e.proxy.DropReplies(true)
+	eventually(t, c, "a reconnection", func() bool { return e.proxy.Accepted() >= 2 })
+	e.proxy.DropReplies(false)
+	_, err := p.Stdin().WriteContext(c, []byte("x\n"))
+	require.NoError(t, err)
+	require.Equal(t, "got x\n", readLine(t, c, p.Stdout()))
+	require.Zero(t, e.proxy.Cuts())
 }
