@@ -180,7 +180,8 @@ func (d *Decoder) dataBuf(n int) []byte {
 		return make([]byte, n)
 	}
 	if cap(d.data) < n {
-		d.data = make([]byte, max(n, 4096, 2*cap(d.data)))
+		// n is at most MaxData+2: the buffer never grows past that.
+		d.data = make([]byte, max(n, 4096, min(2*cap(d.data), MaxData+2)))
 	}
 	return d.data[:n]
 }
