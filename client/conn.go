@@ -138,6 +138,13 @@ func (w *wsConn) exchange(ctx context.Context, first frames.Frame) (frames.Frame
 type conn struct {
 	*wsConn
 	wake chan struct{} // capacity 1: something may be ready to send
+	out  struct {      // frames reused by the writer
+		destroy    frames.Destroy
+		ack        frames.Ack
+		signal     frames.Signal
+		stdin      frames.Stdin
+		stdinClose frames.StdinClose
+	}
 
 	// Guarded by Process.mu.
 	stdinSent   int64 // offset after the last stdin byte sent on this connection

@@ -36,7 +36,7 @@ type env struct {
 
 // newEnv starts a server with cfg (a short grace unless set) and a proxy in
 // front of it; both stop when the test ends.
-func newEnv(t *testing.T, cfg server.Config) *env {
+func newEnv(t testing.TB, cfg server.Config) *env {
 	t.Helper()
 	if cfg.Grace == 0 {
 		cfg.Grace = 10 * time.Second
@@ -66,7 +66,7 @@ func newEnv(t *testing.T, cfg server.Config) *env {
 }
 
 // ctx returns a context that ends with the test or after testTimeout.
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(t.Context(), testTimeout)
 	t.Cleanup(cancel)
 	return c
@@ -92,7 +92,7 @@ func fastOpts() *client.Options {
 
 // open opens r on a fresh instance through url and destroys it when the
 // test ends.
-func open(t *testing.T, url string, r frames.ProcessRequest, opts *client.Options) *client.Process {
+func open(t testing.TB, url string, r frames.ProcessRequest, opts *client.Options) *client.Process {
 	t.Helper()
 	if opts == nil {
 		opts = fastOpts()
@@ -110,7 +110,7 @@ func open(t *testing.T, url string, r frames.ProcessRequest, opts *client.Option
 }
 
 // instanceID derives a valid instance id from the test's name.
-func instanceID(t *testing.T) string {
+func instanceID(t testing.TB) string {
 	id := []byte(t.Name())
 	for i, c := range id {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {

@@ -232,6 +232,7 @@ func TestServerBreaksProtocol(t *testing.T) {
 		{name: "undecodable", raw: `{"type":"stdout","off":0,"data":"!!!!"}` + "\n", field: "stdout.data"},
 		{name: "client frame", frames: []frames.Frame{&frames.Ack{Stdout: 0}}, field: "ack"},
 		{name: "stdin credit beyond sent", frames: []frames.Frame{&frames.Credit{StdinReceived: 1, StdinLimit: 4097}}, field: "credit.stdin_received"},
+		{name: "stdin credit beyond a window", frames: []frames.Frame{&frames.Credit{StdinReceived: 0, StdinLimit: 4097}}, field: "credit.stdin_limit"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

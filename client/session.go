@@ -68,7 +68,7 @@ func (p *Process) runConn(c *conn) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 2
 	errc := make(chan error, 3)
-	go func() { errc <- p.readLoop(ctx, c) }()
+	go func() { errc <- p.readLoop(c) }()
 	go func() { errc <- p.writeLoop(ctx, c) }()
 	if p.heartbeat > 0 {
 		n++
@@ -89,10 +89,11 @@ func (p *Process) runConn(c *conn) error {
 }
 
 // readLoop handles the frames of c. A frame that breaks the protocol ends
-// the handle.
-func (p *Process) readLoop(ctx context.Context, c *conn) error {
+// the handle. runConn ends it by closing the connection, so reads take no
+// context (one with a Done channel would cost an allocation per frame).
+func (p *Process) readLoop(c *conn) error {
 	for {
-		f, err := c.read(ctx)
+		f, err := c.read(context.Background())
 		if err == nil {
 			p.mu.Lock()
 			err = p.handleLocked(c, f)
@@ -215,11 +216,25 @@ func (p *Process) creditLocked(c *conn, received, limit int64) error {
 	if received > c.stdinSent {
 		return protocolErrorf("credit.stdin_received", "%d, but %d bytes were sent", received, c.stdinSent)
 	}
+	if err := p.checkStdinLimit("credit.stdin_limit", received, limit); err != nil {
+		return err
+	}
 	if received > p.inBuf.start {
 		p.inBuf.discard(received)
 	}
 	if _, err := p.stdinWin.Update(limit); err != nil {
 		return protocolErrorf("credit.stdin_limit", "%v", err)
+	}
+	return nil
+}
+
+// checkStdinLimit refuses a stdin limit more than one window (the first
+// stdin_limit) beyond what the server received: the client would have to
+// hold more than a window for re-sending.
+func (p *Process) checkStdinLimit(field string, received, limit int64) error {
+	if limit-received > p.stdinWindow {
+		return protocolErrorf(field, "%d is more than the %d-byte window beyond the %d bytes received",
+			limit, p.stdinWindow, received)
 	}
 	return nil
 }
@@ -239,7 +254,8 @@ func (p *Process) writeLoop(ctx context.Context, c *conn) error {
 			if len(c.wbuf) == 0 {
 				break
 			}
-			if err := c.ws.Write(ctx, websocket.MessageText, c.wbuf); err != nil {
+			// Closing the connection ends a blocked write (see readLoop).
+			if err := c.ws.Write(context.Background(), websocket.MessageText, c.wbuf); err != nil {
 				return fmt.Errorf("write: %w", err)
 			}
 		}
@@ -250,27 +266,31 @@ func (p *Process) writeLoop(ctx context.Context, c *conn) error {
 // records it as sent. Destroy comes first and alone, then acks (they keep
 // stdout flowing), signals, stdin and its close.
 func (p *Process) nextFrameLocked(c *conn, dst []byte) []byte {
+	f := &c.out // reused: a fresh frame per call would escape to the heap
 	if p.destroyReq {
 		if c.destroySent {
 			return dst
 		}
 		c.destroySent = true
-		return frames.Append(dst, &frames.Destroy{})
+		return frames.Append(dst, &f.destroy)
 	}
 	if p.ackTo > c.ackSent {
 		c.ackSent = p.ackTo
-		return frames.Append(dst, &frames.Ack{Stdout: p.ackTo})
+		f.ack.Stdout = p.ackTo
+		return frames.Append(dst, &f.ack)
 	}
 	for _, s := range p.signals {
 		if s.id > c.sigSent {
 			c.sigSent = s.id
-			return frames.Append(dst, &frames.Signal{ID: s.id, Signal: s.sig})
+			f.signal = frames.Signal{ID: s.id, Signal: s.sig}
+			return frames.Append(dst, &f.signal)
 		}
 	}
 	if c.stdinSent < p.inBuf.end() {
-		data := p.inBuf.from(c.stdinSent, p.maxData)
-		dst = frames.Append(dst, &frames.Stdin{Off: c.stdinSent, Data: data})
-		c.stdinSent += int64(len(data))
+		f.stdin.Off, f.stdin.Data = c.stdinSent, p.inBuf.from(c.stdinSent, p.maxData)
+		dst = frames.Append(dst, &f.stdin)
+		c.stdinSent += int64(len(f.stdin.Data))
+		f.stdin.Data = nil
 		return dst
 	}
 	if p.inClosed && !c.closeSent {
@@ -279,7 +299,8 @@ func (p *Process) nextFrameLocked(c *conn, dst []byte) []byte {
 			p.closeSent = true
 			p.broadcastLocked()
 		}
-		return frames.Append(dst, &frames.StdinClose{Off: p.inBuf.end()})
+		f.stdinClose.Off = p.inBuf.end()
+		return frames.Append(dst, &f.stdinClose)
 	}
 	return dst
 }
@@ -384,6 +405,10 @@ func (p *Process) attachLocked(ws *wsConn, r *frames.Resumed) (*conn, error) {
 		ws.close()
 		return nil, protocolErrorf("resumed.stdin_received", "%d outside the %d..%d the client holds",
 			r.StdinReceived, p.inBuf.start, p.inBuf.end())
+	}
+	if err := p.checkStdinLimit("resumed.stdin_limit", r.StdinReceived, r.StdinLimit); err != nil {
+		ws.close()
+		return nil, err
 	}
 	p.inBuf.discard(r.StdinReceived)
 	p.stdinWin.Update(r.StdinLimit) // a limit that moves backwards is ignored
