@@ -46,12 +46,17 @@ func TestHalfCloseWordCount(t *testing.T) {
 func TestStderrAndStdoutApart(t *testing.T) {
 	e := newEnv(t, server.Config{})
 	c := ctx(t)
-	p := open(t, e.url, sh(`echo out; echo err >&2; exit 3`), nil)
+	// stderr has no ordering with exit (PROTOCOL.md §5): it is read
+	// before the script goes on.
+	p := open(t, e.url, sh(`echo err >&2; read x; echo out; exit 3`), nil)
+	require.Equal(t, "err\n", readLine(t, c, p.Stderr()))
+	_, err := p.Stdin().WriteContext(c, []byte("go\n"))
+	require.NoError(t, err)
 	require.Equal(t, "out\n", readAll(t, c, p.Stdout()))
 	st, err := p.Wait(c)
 	require.NoError(t, err)
 	require.Equal(t, client.ExitStatus{Code: 3}, st)
-	require.Equal(t, "err\n", readAll(t, c, p.Stderr()))
+	require.Equal(t, "", readAll(t, c, p.Stderr()), "EOF once the exit is known")
 	require.Zero(t, p.Stderr().Dropped())
 }
 

@@ -71,7 +71,9 @@ func TestVersionAndHelp(t *testing.T) {
 
 func TestExecMirrors(t *testing.T) {
 	url := newServer(t, "")
-	code, out, errOut := runExec(t, url, "hello\nworld\n", nil, "sh", "-c", "cat; echo oops >&2; exit 3")
+	// stderr is best effort and unordered with the exit (PROTOCOL.md §5):
+	// it is written first.
+	code, out, errOut := runExec(t, url, "hello\nworld\n", nil, "sh", "-c", "echo oops >&2; cat; exit 3")
 	require.Equal(t, 3, code, errOut)
 	require.Equal(t, "hello\nworld\n", out, "stdin to EOF and back")
 	require.Equal(t, "oops\n", errOut)
