@@ -392,6 +392,13 @@ func (p *countingProcess) Signal(sig syscall.Signal) (bool, error) {
 	return p.Process.Signal(sig)
 }
 
+// proc returns the i-th process started.
+func (e *countingExecutor) proc(i int) *countingProcess {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.procs[i]
+}
+
 func (e *countingExecutor) Start(ctx context.Context, req bridge.Request, cfg bridge.Config) (Process, error) {
 	p, err := BridgeExecutor{}.Start(ctx, req, cfg)
 	if err != nil {

@@ -53,7 +53,7 @@ func TestSignals(t *testing.T) {
 	h := newHarness(t, Config{Executor: exec})
 	for i, sig := range []frames.SignalName{frames.SIGINT, frames.SIGTERM, frames.SIGKILL} {
 		p, _ := h.open(openFrame("inst-sig-"+string(sig), "sleep", "300"))
-		proc := exec.procs[i]
+		proc := exec.proc(i)
 
 		p.send(&frames.Signal{ID: 7, Signal: sig})
 		require.Equal(t, &frames.Signaled{ID: 7, Result: frames.SignalDelivered}, nextOf[*frames.Signaled](p))
