@@ -49,7 +49,8 @@ type Config struct {
 	// Token is the bearer token every upgrade request must carry as
 	// "Authorization: Bearer <Token>"; it is compared in constant time and a
 	// missing or wrong token is answered 401 before the upgrade. Empty
-	// disables authentication: then listen on loopback only (CheckListenAddr).
+	// disables authentication: then listen on loopback only
+	// (CheckListenAddr); a peer whose address is not loopback gets 403.
 	Token string
 
 	// OriginPatterns are host patterns (path.Match syntax) whose Origin is

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -81,9 +82,17 @@ func New(cfg Config) (*Server, error) {
 
 // ServeHTTP authenticates the request, upgrades it to a WebSocket with the
 // procwire.v1 subprotocol and serves the connection until it ends. A missing
-// or wrong bearer token is answered 401 before the upgrade; a foreign Origin
-// 403; a connection that did not negotiate procwire.v1 is closed with 1002.
+// or wrong bearer token is answered 401 before the upgrade; a foreign Origin,
+// or without a token a peer off this machine, 403; a shutting-down server
+// 503; a connection that did not negotiate procwire.v1 is closed with 1002.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Token == "" && !loopbackPeer(r.RemoteAddr) {
+		// Without a token only this machine may connect (PROTOCOL.md §1),
+		// even if the listener was not checked with CheckListenAddr.
+		http.Error(w, "a server without a token serves loopback only", http.StatusForbidden)
+		s.log.Info("connection refused", "remote", r.RemoteAddr, "reason", "not loopback")
+		return
+	}
 	if !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="procwire"`)
 		http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
@@ -131,6 +140,14 @@ func (s *Server) authorized(r *http.Request) bool {
 	}
 	got := sha256.Sum256([]byte(h[len(scheme):]))
 	return subtle.ConstantTimeCompare(got[:], s.tokenSum[:]) == 1
+}
+
+// loopbackPeer reports whether a request's RemoteAddr is not an IP address
+// off this machine. Addresses of other transports (a Unix socket) count as
+// local.
+func loopbackPeer(remote string) bool {
+	ap, err := netip.ParseAddrPort(remote)
+	return err != nil || ap.Addr().Unmap().IsLoopback()
 }
 
 // tokenEqual compares two resume tokens in constant time.

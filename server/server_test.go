@@ -177,3 +177,37 @@ func TestClampWindow(t *testing.T) {
 	require.Equal(t, 1024, clampWindow(1024, 100, 1000*1000))
 	require.Equal(t, 1000, clampWindow(1<<30, 100, 1000))
 }
+
+func TestNoTokenServesLoopbackOnly(t *testing.T) {
+	s, err := New(Config{})
+	require.NoError(t, err)
+	for remote, ok := range map[string]bool{
+		"10.1.2.3:5000":          false,
+		"[2001:db8::1]:5000":     false,
+		"127.0.0.1:5000":         true,
+		"[::1]:5000":             true,
+		"[::ffff:127.0.0.1]:500": true,
+		"@":                      true, // a Unix socket
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = remote
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		if ok {
+			// Past the check: refused by the upgrade, not the address.
+			require.NotEqual(t, http.StatusForbidden, w.Code, remote)
+		} else {
+			require.Equal(t, http.StatusForbidden, w.Code, remote)
+		}
+	}
+
+	// With a token any address may try.
+	s, err = New(Config{Token: "t"})
+	require.NoError(t, err)
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = "10.1.2.3:5000"
+	r.Header.Set("Authorization", "Bearer t")
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	require.NotEqual(t, http.StatusForbidden, w.Code)
+}
