@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -306,4 +307,33 @@ func TestStderr(t *testing.T) {
 	require.Equal(t, strings.Repeat(text, 4), string(o.stderr))
 	require.Empty(t, o.stdout)
 	require.Equal(t, &frames.Exit{Code: 0}, o.exit)
+}
+
+func TestConcurrentOpensOfOneInstance(t *testing.T) {
+	h := newHarness(t, Config{})
+	const n = 6
+	peers := make([]*peer, n)
+	for i := range peers {
+		peers[i] = h.dial()
+	}
+	var wg sync.WaitGroup
+	for _, p := range peers {
+		wg.Go(func() {
+			_ = p.ws.Write(t.Context(), websocket.MessageText, frames.Append(nil, openFrame("inst-race", "sleep", "300")))
+		})
+	}
+	wg.Wait()
+	opened := 0
+	for _, p := range peers {
+		switch f := p.next().(type) {
+		case *frames.Opened:
+			opened++
+		case *frames.Error:
+			require.Equal(t, &frames.Error{Code: frames.LifecycleConflict, Operation: "open_process", Actual: "process_already_open"}, f)
+		default:
+			t.Fatalf("unexpected %s", f.Type())
+		}
+	}
+	require.Equal(t, 1, opened)
+	require.Len(t, h.srv.Stats().Processes, 1)
 }
