@@ -300,9 +300,11 @@ func (c *conn) first() (st closeStatus, attached bool) {
 		return st, false
 	}
 	c.ws.SetReadLimit(frames.MaxLine)
-	c.dec.MaxLine = frames.MaxLine
+	// A fresh decoder and buffer: a huge first frame's scratch space is
+	// not kept for the life of the connection.
+	c.dec = frames.Decoder{MaxLine: frames.MaxLine}
 	if cap(c.rbuf) > frames.MaxLine {
-		c.rbuf = nil // do not keep a huge first frame's buffer
+		c.rbuf = nil
 	}
 	switch f := f.(type) {
 	case *frames.Open:

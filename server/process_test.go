@@ -337,3 +337,19 @@ func TestConcurrentOpensOfOneInstance(t *testing.T) {
 	require.Equal(t, 1, opened)
 	require.Len(t, h.srv.Stats().Processes, 1)
 }
+
+func TestFirstFrameLargerThanMaxLine(t *testing.T) {
+	h := newHarness(t, Config{})
+	args := []string{"-c", `echo $# ${#1}`, "sh"}
+	for i := range 16 {
+		args = append(args, strings.Repeat(string(rune('a'+i)), frames.MaxArgumentBytes))
+	}
+	open := &frames.Open{InstanceID: "inst-big-open", Request: frames.ProcessRequest{
+		Executable: "sh", Arguments: args, WorkingDirectory: "/", Environment: testEnv,
+	}}
+	require.Greater(t, len(frames.Append(nil, open)), frames.MaxLine)
+	p, opened := h.open(open)
+	require.Equal(t, frames.ArgumentsDigest(args), opened.Evidence.ArgumentsDigest)
+	o := p.collect(false)
+	require.Equal(t, "16 65536\n", string(o.stdout))
+}
