@@ -107,9 +107,9 @@ func (c *conn) writeFinal() error {
 	return c.write(&frames.Destroyed{ProcessID: st.destroyed})
 }
 
-// step sends at most one frame of each kind the session has ready: stdout
-// (or stdout_eof), stderr, exit, credit. progressed reports whether it
-// sent anything.
+// step sends what the session has ready: one stdout frame (or stdout_eof),
+// the stderr held, the exit, a credit. progressed reports whether it sent
+// anything; the writer calls it again until it did not.
 func (c *conn) step() (progressed bool, err error) {
 	se := c.sess
 	if se == nil {
