@@ -54,8 +54,8 @@ func (p *Proxy) Accepted() int {
 	return p.accepted
 }
 
-// Cuts returns how many times live connections were cut (a cut of several
-// connections at once counts once).
+// Cuts returns how many cuts were made: every count of CutAt reached, and
+// every CutAll that found a live connection.
 func (p *Proxy) Cuts() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -84,7 +84,11 @@ func (p *Proxy) WaitCuts(ctx context.Context, n int) error {
 func (p *Proxy) CutAll() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cutLocked()
+	n := p.cutLocked()
+	if n > 0 {
+		p.countCutLocked()
+	}
+	return n
 }
 
 // CutAt arms cuts of every live connection after each of the given byte
@@ -142,12 +146,13 @@ func (p *Proxy) cutLocked() int {
 		delete(p.conns, c)
 		n++
 	}
-	if n > 0 {
-		p.cuts++
-		close(p.changed)
-		p.changed = make(chan struct{})
-	}
 	return n / 2
+}
+
+func (p *Proxy) countCutLocked() {
+	p.cuts++
+	close(p.changed)
+	p.changed = make(chan struct{})
 }
 
 func (p *Proxy) accept() {
@@ -219,7 +224,12 @@ func (p *Proxy) pump(dst, src net.Conn, reply bool) {
 				}
 			}
 			if cut {
-				p.CutAll()
+				// Counted even if a cut from the other direction got
+				// there first: this point was reached.
+				p.mu.Lock()
+				p.cutLocked()
+				p.countCutLocked()
+				p.mu.Unlock()
 				return
 			}
 		}
