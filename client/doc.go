@@ -23,12 +23,16 @@
 // and reading it is what lets the process write more; Stderr is bounded and
 // best effort. When the connection is lost the Process reconnects with a
 // jittered backoff and resumes within the server's grace: no stdout byte is
-// lost or repeated and no stdin byte is sent twice. What cannot be hidden
-// ends the handle with a typed error on every pending and later call:
-// *RemoteError (the server's refusal, such as a replay gap or an expired
-// process), *ProtocolError (the server broke PROTOCOL.md, including
+// lost or repeated, and no stdin byte reaches the process twice. What
+// cannot be hidden ends the handle with a typed error on every pending and
+// later call: *RemoteError (the server's refusal, such as a replay gap or an
+// expired process), *ProtocolError (the server broke PROTOCOL.md, including
 // evidence that does not match the request), ErrConnectionLost and
 // ErrDestroyed.
+//
+// Destroy ends every use of a Process: call it when done, also after the
+// exit. It frees the instance on the server and stops the goroutines the
+// Process owns (one reader, one writer and one heartbeat per connection).
 //
 // Every blocking call has a variant taking a context (ReadContext,
 // WriteContext, CloseContext) or takes one (Wait, Signal, Destroy), and

@@ -38,6 +38,7 @@ type ProtocolError struct {
 	Detail string
 }
 
+// Error reads "procwire: SandboxProtocolInvalid: <operation>: <field>: <detail>".
 func (e *ProtocolError) Error() string {
 	var b strings.Builder
 	b.WriteString("procwire: SandboxProtocolInvalid: ")
@@ -60,6 +61,7 @@ type RemoteError struct {
 	Frame frames.Error
 }
 
+// Error reads "procwire: <code>" followed by the frame's fields.
 func (e *RemoteError) Error() string {
 	f := &e.Frame
 	var b strings.Builder

@@ -111,6 +111,7 @@ func (s ExitStatus) Signaled() bool { return s.Signal != "" }
 // Success reports whether the process exited with code 0.
 func (s ExitStatus) Success() bool { return s == ExitStatus{} }
 
+// String reads "exit status 3" or "signal: SIGKILL".
 func (s ExitStatus) String() string {
 	if s.Signaled() {
 		return "signal: " + s.Signal

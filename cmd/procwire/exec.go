@@ -35,8 +35,10 @@ const outputDelay = 2 * time.Second
 // envFlags collects repeated --env K=V flags.
 type envFlags []string
 
+// String implements flag.Value.
 func (e *envFlags) String() string { return strings.Join(*e, " ") }
 
+// Set implements flag.Value: it takes one KEY=VALUE.
 func (e *envFlags) Set(v string) error {
 	k, _, ok := strings.Cut(v, "=")
 	if !ok || !frames.ValidEnvKey(k) {
@@ -216,6 +218,7 @@ type lockedWriter struct {
 	w  io.Writer
 }
 
+// Write writes b to the underlying writer, one Write at a time.
 func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
