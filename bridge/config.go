@@ -28,9 +28,9 @@ type Config struct {
 	// and not yet written to the child's pipe.
 	StdinWindow int
 	// ExitWait is how long the exit of a child that has exited waits for
-	// stdout EOF before it is published anyway, so that a descendant
-	// holding stdout open (sh -c 'sleep 300 &') cannot hold the exit back.
-	// stdout keeps flowing until its own EOF or Destroy.
+	// the EOF of stdout and stderr before it is published anyway, so that a
+	// descendant holding them open (sh -c 'sleep 300 &') cannot hold the
+	// exit back. The streams keep flowing until their own EOF or Destroy.
 	ExitWait time.Duration
 	// DestroyWait bounds Destroy.
 	DestroyWait time.Duration

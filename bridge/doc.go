@@ -17,7 +17,7 @@
 //   - stderr: always drained into a lossy replay.Ring; it never blocks the child.
 //
 // A fourth goroutine waits for the child and publishes its ExitStatus (Done,
-// Exit) once stdout reached EOF, or Config.ExitWait after the child exited,
+// Exit) once stdout and stderr reached EOF, or Config.ExitWait after the child exited,
 // whichever is first. Notify wakes the single consumer whenever anything
 // observable changed. Destroy kills the group, reaps the child, closes the
 // pipes and waits for every goroutine, within Config.DestroyWait.

@@ -36,7 +36,8 @@ var signalNames = [...]string{
 
 // Kernel realtime signal range. The kernel's SIGRTMIN is 32; glibc reserves
 // 32 and 33 and calls 34 SIGRTMIN. Names here use the kernel's numbering, so
-// the number is always recoverable: 34 is "SIGRTMIN+2".
+// the number is always recoverable: 32 is "SIGRTMIN+0", 34 is "SIGRTMIN+2"
+// (PROTOCOL.md §3 allows SIGRTMIN+0 ..= SIGRTMIN+32).
 const (
 	sigRTMin = 32
 	sigRTMax = 64
@@ -47,9 +48,7 @@ func signalName(n int) string {
 	switch {
 	case n > 0 && n < len(signalNames):
 		return signalNames[n]
-	case n == sigRTMin:
-		return "SIGRTMIN"
-	case n > sigRTMin && n <= sigRTMax:
+	case n >= sigRTMin && n <= sigRTMax:
 		return "SIGRTMIN+" + strconv.Itoa(n-sigRTMin)
 	}
 	return "SIG" + strconv.Itoa(n)
@@ -67,11 +66,18 @@ func (p *Process) waitChild() {
 		// child for us and its status is lost.
 		st = ExitStatus{Code: 255}
 	}
+	// Wait for both output pipes to end, so that the exit follows the last
+	// stdout and stderr byte, but no longer than ExitWait in all.
 	t := time.NewTimer(p.cfg.ExitWait)
-	select {
-	case <-p.stdoutDone:
-	case <-t.C:
-	case <-p.destroyCh:
+wait:
+	for _, ch := range [...]<-chan struct{}{p.stdoutDone, p.stderrDone} {
+		select {
+		case <-ch:
+		case <-t.C:
+			break wait
+		case <-p.destroyCh:
+			break wait
+		}
 	}
 	t.Stop()
 

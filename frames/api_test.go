@@ -165,8 +165,8 @@ func TestValues(t *testing.T) {
 	if got := frames.ArgumentsDigest([]string{"-u", ""}); got != "sha256:"+hex.EncodeToString(h[:]) || !frames.ValidDigest(got) {
 		t.Fatalf("ArgumentsDigest = %s", got)
 	}
-	for name, ok := range map[string]bool{"SIGKILL": true, "SIGSYS": true, "SIGRTMIN+0": true, "SIGRTMIN+30": true,
-		"SIGRTMIN+31": false, "SIGRTMIN+": false, "SIGRTMIN+-1": false, "SIGRTMIN++1": false, "SIGRTMIN+01": false, "SIGKILL ": false} {
+	for name, ok := range map[string]bool{"SIGKILL": true, "SIGSYS": true, "SIGRTMIN+0": true, "SIGRTMIN+32": true,
+		"SIGRTMIN+33": false, "SIGRTMIN+": false, "SIGRTMIN+-1": false, "SIGRTMIN++1": false, "SIGRTMIN+01": false, "SIGKILL ": false} {
 		if frames.ExitSignalName(name) != ok {
 			t.Errorf("ExitSignalName(%q) != %v", name, ok)
 		}

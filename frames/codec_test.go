@@ -52,7 +52,7 @@ func sampleFrames() []frames.Frame {
 		&frames.Stderr{Off: 3, Data: []byte("warning\n")},
 		&frames.Exit{Code: 0},
 		&frames.Exit{Code: 255},
-		&frames.Exit{Signal: "SIGRTMIN+30"},
+		&frames.Exit{Signal: "SIGRTMIN+32"},
 		&frames.Signaled{ID: 1, Result: frames.SignalDelivered},
 		&frames.Destroyed{ProcessID: pid},
 		&frames.Error{Code: frames.OperationFailed, Operation: "resume_process", Reason: "replay_gap",

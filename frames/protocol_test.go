@@ -134,5 +134,5 @@ func TestWireConstants(t *testing.T) {
 			t.Errorf("exit signal %s not in PROTOCOL.md", s)
 		}
 	}
-	mustContain("`SIGRTMIN+n` with n in 0..30")
+	mustContain("`SIGRTMIN+n` with n in 0..32")
 }

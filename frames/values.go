@@ -75,8 +75,8 @@ var exitSignals = map[string]bool{
 }
 
 // ExitSignalName reports whether name may be the signal of an exit frame: a
-// Linux signal name such as "SIGSEGV", or "SIGRTMIN+n" with n in 0..30
-// written in shortest decimal form.
+// Linux signal name such as "SIGSEGV", or "SIGRTMIN+n" with n in 0..32
+// (kernel signals 32..64) written in shortest decimal form.
 func ExitSignalName(name string) bool {
 	if exitSignals[name] {
 		return true
@@ -90,7 +90,7 @@ func ExitSignalName(name string) bool {
 		return false
 	}
 	n, err := strconv.Atoi(d)
-	return err == nil && n >= 0 && n <= 30 && d[0] != '+' && d[0] != '-'
+	return err == nil && n >= 0 && n <= 32 && d[0] != '+' && d[0] != '-'
 }
 
 // validInstanceID reports whether s matches ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$.

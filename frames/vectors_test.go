@@ -126,7 +126,7 @@ func validLines() []string {
 	for _, s := range exitSignalNames {
 		v = append(v, `{"type":"exit","signal":"`+s+`"}`)
 	}
-	for n := range 31 {
+	for n := range 33 {
 		v = append(v, fmt.Sprintf(`{"type":"exit","signal":"SIGRTMIN+%d"}`, n))
 	}
 	for _, c := range errorCodes[:] {
@@ -360,7 +360,7 @@ func invalidVectors() []invalidVector {
 		inv("bad_signal.number", `{"type":"signal","id":1,"signal":"15"}`, "signal", "signal", frames.KindBadSignal),
 		inv("bad_signal.space", `{"type":"signal","id":1,"signal":"SIGTERM "}`, "signal", "signal", frames.KindBadSignal),
 		inv("bad_signal.exit_unknown", exit("SIGFOO"), "exit", "signal", frames.KindBadSignal),
-		inv("bad_signal.exit_rtmin_31", exit("SIGRTMIN+31"), "exit", "signal", frames.KindBadSignal),
+		inv("bad_signal.exit_rtmin_33", exit("SIGRTMIN+33"), "exit", "signal", frames.KindBadSignal),
 		inv("bad_signal.exit_rtmin_leading_zero", exit("SIGRTMIN+05"), "exit", "signal", frames.KindBadSignal),
 		inv("bad_signal.exit_rtmin_bare", exit("SIGRTMIN"), "exit", "signal", frames.KindBadSignal),
 		inv("bad_signal.exit_rtmax", exit("SIGRTMAX"), "exit", "signal", frames.KindBadSignal),
