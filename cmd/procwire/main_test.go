@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -175,49 +174,23 @@ func TestExecForwardsSignal(t *testing.T) {
 
 // serve listens, authenticates and shuts down when its context ends.
 func TestServe(t *testing.T) {
-	c := testCtx(t)
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
+	tokenFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600))
-
-	sctx, stop := context.WithCancel(c)
-	pr, pw := io.Pipe()
-	done := make(chan int, 1)
-	go func() {
-		done <- run(sctx, []string{"serve", "--addr", "127.0.0.1:0", "--token-file", tokenFile, "--grace", "5s"}, nil, io.Discard, pw)
-		pw.Close()
-	}()
-	// The first log line names the URL; the rest is drained.
-	lines := bufio.NewScanner(pr)
-	var url string
-	for url == "" && lines.Scan() {
-		if _, after, ok := strings.Cut(lines.Text(), "url="); ok {
-			url, _, _ = strings.Cut(after, " ")
-		}
-	}
-	require.NotEmpty(t, url)
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		io.Copy(io.Discard, pr)
-	}()
+	url := startServe(t, "--token-file", tokenFile, "--grace", "5s")
 
 	code, out, errOut := runExec(t, url, "", []string{"--token-file", tokenFile}, "echo", "hi")
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "hi\n", out)
 
+	t.Setenv(tokenEnv, "s3cret")
+	code, out, errOut = runExec(t, url, "", nil, "echo", "from env")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "from env\n", out)
+
+	t.Setenv(tokenEnv, "")
 	code, _, errOut = runExec(t, url, "", nil, "echo", "hi")
 	require.Equal(t, exitFailure, code)
 	require.Contains(t, errOut, "401")
-
-	stop()
-	select {
-	case code := <-done:
-		require.Equal(t, 0, code)
-	case <-c.Done():
-		t.Fatal("serve did not stop")
-	}
-	<-drained
 }
 
 func TestServeRefusesPublicWithoutToken(t *testing.T) {

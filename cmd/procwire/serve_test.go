@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/client"
+	"github.com/procwire/procwire/frames"
+)
+
+// startServe runs "procwire serve args..." until the test ends and returns
+// the URL it logs.
+func startServe(t *testing.T, args ...string) string {
+	sctx, stop := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(sctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), nil, io.Discard, pw)
+		pw.Close()
+	}()
+	lines := bufio.NewScanner(pr)
+	var url string
+	for url == "" && lines.Scan() {
+		if _, after, ok := strings.Cut(lines.Text(), "url="); ok {
+			url, _, _ = strings.Cut(after, " ")
+		}
+	}
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		io.Copy(io.Discard, pr)
+	}()
+	t.Cleanup(func() {
+		stop()
+		require.Equal(t, 0, <-done)
+		<-drained
+	})
+	require.NotEmpty(t, url, "serve logged no URL")
+	return url
+}
+
+// selfSigned writes a certificate for 127.0.0.1 and its key into dir.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	kb, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), 0o600))
+	return certFile, keyFile, pool
+}
+
+func TestServeTLS(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	t.Setenv(tokenEnv, "tls-token")
+	url := startServe(t, "--tls-cert", certFile, "--tls-key", keyFile)
+	require.True(t, strings.HasPrefix(url, "wss://"), url)
+
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	defer tr.CloseIdleConnections()
+	c := testCtx(t)
+	p, err := client.Open(c, url, "tls", frames.ProcessRequest{
+		Executable: "echo", Arguments: []string{"over tls"}, WorkingDirectory: "/",
+		Environment: map[string]string{},
+	}, &client.Options{Token: "tls-token", HTTPClient: &http.Client{Transport: tr}})
+	require.NoError(t, err)
+	out, err := io.ReadAll(p.Stdout())
+	require.NoError(t, err)
+	require.Equal(t, "over tls\n", string(out))
+	require.NoError(t, p.Destroy(c))
+}
