@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/procwire/procwire/client"
@@ -312,4 +313,21 @@ func TestResumedElsewhere(t *testing.T) {
 	require.ErrorIs(t, err, client.ErrConnectionLost)
 	require.Empty(t, resumes)
 	require.Empty(t, f.destroys)
+}
+
+// A server that refuses the connection for good (close 1002) leaves a
+// process the client cannot use: it is destroyed.
+func TestServerClosesWithProtocolError(t *testing.T) {
+	cut := make(chan struct{})
+	f := newFake(t, func(fc *fakeConn, first frames.Frame) {
+		if o, ok := first.(*frames.Open); ok {
+			fc.send(opened(o))
+			<-cut
+			fc.ws.Close(websocket.StatusProtocolError, "ack.stdout 5 beyond 0 sent")
+		}
+	})
+	p := openFake(t, f)
+	isLost := func(err error) { require.ErrorIs(t, err, client.ErrConnectionLost) }
+	isLost(cutWhileReading(t, p, cut))
+	assertEnded(t, p, f, isLost)
 }

@@ -84,6 +84,7 @@ type Process struct {
 	testHookBlocked func() // called when a call is about to block
 
 	destroyReq bool
+	abandoned  bool // the handle ended leaving the process to the server or another client
 	destroyed  bool // the destroy settled, with destroyErr
 	destroyErr error
 	err        error // why the handle ended; set once

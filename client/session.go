@@ -30,10 +30,13 @@ func (p *Process) supervise(c *conn) {
 		if !ended {
 			if fin := finalClose(err); fin != nil {
 				p.endLocked(fin)
-				if websocket.CloseStatus(err) == websocket.StatusGoingAway {
+				switch websocket.CloseStatus(err) {
+				case websocket.StatusGoingAway:
 					// A server shutting down destroys every process
 					// (PROTOCOL.md §4.7): nothing is left to destroy.
 					p.settleDestroyLocked(nil)
+				case 4001:
+					p.abandoned = true // another client holds it now
 				}
 				ended = true
 			}
@@ -354,6 +357,7 @@ func (p *Process) reconnect(lost time.Time) *conn {
 		if !b.wait(ctx, p.redial) {
 			p.mu.Lock()
 			p.endLocked(fmt.Errorf("%w: no resume within the %v grace: %v", ErrConnectionLost, p.grace, last))
+			p.abandoned = true // the server expires it, if it is there at all
 			p.mu.Unlock()
 			return nil
 		}
@@ -483,13 +487,14 @@ func (p *Process) destroyRemote(ctx context.Context) error {
 	}
 }
 
-// autoDestroy destroys a process whose handle ended because the server
-// broke the protocol or refused a resume while the process may still run.
+// autoDestroy destroys a process whose handle ended while the process may
+// still run on the server, unusable: the server broke the protocol, refused
+// a resume (a replay gap) or closed the connection for good.
 func (p *Process) autoDestroy() {
 	p.mu.Lock()
-	err := p.err
+	err, abandoned := p.err, p.abandoned
 	p.mu.Unlock()
-	if p.destroySettled() || processGone(err) || errors.Is(err, ErrConnectionLost) {
+	if abandoned || p.destroySettled() || processGone(err) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), autoDestroyTimeout)
