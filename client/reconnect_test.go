@@ -34,7 +34,8 @@ func TestCutsDuringStream(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, client.ExitStatus{}, st)
 	require.Equal(t, cuts, e.proxy.Cuts())
-	require.GreaterOrEqual(t, e.proxy.Accepted(), cuts+1)
+	// Every cut but maybe one at the very end was followed by a resume.
+	require.GreaterOrEqual(t, e.proxy.Accepted(), cuts)
 	require.NoError(t, p.Destroy(c))
 }
 

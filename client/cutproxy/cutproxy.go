@@ -218,18 +218,20 @@ func (p *Proxy) pump(dst, src net.Conn, reply bool) {
 				k = 0
 			}
 			p.mu.Unlock()
+			var werr error
 			if k > 0 {
-				if _, err := dst.Write(buf[:k]); err != nil {
-					return
-				}
+				_, werr = dst.Write(buf[:k])
 			}
 			if cut {
-				// Counted even if a cut from the other direction got
-				// there first: this point was reached.
+				// Counted even if the write failed because the other
+				// direction cut first: this count was reached.
 				p.mu.Lock()
 				p.cutLocked()
 				p.countCutLocked()
 				p.mu.Unlock()
+				return
+			}
+			if werr != nil {
 				return
 			}
 		}
