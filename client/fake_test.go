@@ -46,8 +46,8 @@ func newFake(t *testing.T, script func(fc *fakeConn, first frames.Frame)) *fake 
 			return
 		}
 		if d, ok := first.(*frames.Destroy); ok {
+			f.destroys <- d // recorded before the client can see the answer
 			fc.send(&frames.Destroyed{ProcessID: d.ProcessID})
-			f.destroys <- d
 			ws.Close(websocket.StatusNormalClosure, "")
 			return
 		}
