@@ -307,9 +307,11 @@ func (p *Process) Signal(ctx context.Context, sig frames.SignalName) (delivered 
 // later calls settle the same way, also after the process exited, after the
 // connection was lost for good, and after an answer was lost (the destroy is
 // then repeated on a new connection). It returns nil once the server said
-// the process is destroyed, or early with ctx's error (a later call tries
-// again). Every blocked call of the handle returns ErrDestroyed; Wait
-// returns the exit if the server reported one.
+// the process is destroyed (or that it is shutting down, which destroys
+// every process), a *RemoteError if the server refused, or early with
+// ctx's error, and a later call tries again. Every blocked call of the
+// handle returns ErrDestroyed; Wait returns the exit if the server
+// reported one.
 func (p *Process) Destroy(ctx context.Context) error {
 	p.mu.Lock()
 	if !p.destroyReq {
