@@ -78,7 +78,7 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	url, argv := rest[0], rest[1:]
 	stderr = &lockedWriter{w: stderr} // the copy of remote stderr and our messages share it
 	fail := func(err error) int {
-		fmt.Fprintf(stderr, "procwire exec: %v\n", err)
+		report(stderr, err)
 		return exitFailure
 	}
 
@@ -117,7 +117,7 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "procwire exec: %v\n", err)
+		report(stderr, err)
 		var re *client.RemoteError
 		if errors.As(err, &re) {
 			switch re.Frame.Reason {
@@ -204,6 +204,11 @@ func mirror(ctx context.Context, p *client.Process, sigc <-chan os.Signal, stdin
 			return r.st, r.err
 		}
 	}
+}
+
+// report prints err as exec's failure.
+func report(w io.Writer, err error) {
+	fmt.Fprintf(w, "procwire exec: %s\n", strings.TrimPrefix(err.Error(), "procwire: "))
 }
 
 func randomHex(n int) string {
