@@ -33,6 +33,7 @@ const (
 	DefaultTombstoneTTL    = 10 * time.Minute
 	DefaultMaxTombstones   = 4096
 	DefaultMaxFrameData    = 64 << 10
+	DefaultMaxProcesses    = 1024
 )
 
 // Window bounds of wire v1 (PROTOCOL.md §3, open).
@@ -110,6 +111,12 @@ type Config struct {
 	// of one stdin frame from the client, announced as max_data
 	// (default DefaultMaxFrameData, at most frames.MaxData).
 	MaxFrameData int
+
+	// MaxProcesses bounds the processes the server holds at once, live or
+	// detached (an instance reservation counts from open to destroy); an
+	// open beyond it is refused with SandboxCapabilityUnavailable
+	// {requirement: "resources"} (default DefaultMaxProcesses).
+	MaxProcesses int
 
 	// Logger receives connection and process events; nil discards them.
 	// Tokens are never logged.
@@ -204,6 +211,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxTombstones < 0 {
 		return c, fmt.Errorf("server: MaxTombstones is negative (%d)", c.MaxTombstones)
+	}
+	if c.MaxProcesses == 0 {
+		c.MaxProcesses = DefaultMaxProcesses
+	}
+	if c.MaxProcesses < 0 {
+		return c, fmt.Errorf("server: MaxProcesses is negative (%d)", c.MaxProcesses)
 	}
 	return c, nil
 }

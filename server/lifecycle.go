@@ -44,7 +44,8 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 	s.mu.Lock()
 	_, taken := s.instances[f.InstanceID]
 	closing := s.closing
-	if !taken && !closing {
+	full := len(s.instances) >= s.cfg.MaxProcesses
+	if !taken && !closing && !full {
 		s.instances[f.InstanceID] = nil
 	}
 	s.mu.Unlock()
@@ -53,6 +54,9 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		return c.refuse(shutdownError(opOpen)), false
 	case taken:
 		return c.refuse(&frames.Error{Code: frames.LifecycleConflict, Operation: opOpen, Actual: "process_already_open"}), false
+	case full:
+		return c.refuse(&frames.Error{Code: frames.CapabilityUnavailable, Requirement: "resources",
+			Message: "the server holds its MaxProcesses processes"}), false
 	}
 
 	cfg := &s.cfg

@@ -123,6 +123,22 @@ func TestSecondOpenConflicts(t *testing.T) {
 	p4.requireError(&frames.Error{Code: frames.LifecycleConflict, Operation: "open_process", Actual: "process_already_open"})
 }
 
+func TestMaxProcesses(t *testing.T) {
+	h := newHarness(t, Config{MaxProcesses: 2})
+	p, opened := h.open(openFrame("inst-a", "sleep", "300"))
+	h.open(openFrame("inst-b", "sleep", "300"))
+
+	full := h.dial()
+	full.send(openFrame("inst-c", "true"))
+	full.requireError(&frames.Error{Code: frames.CapabilityUnavailable, Requirement: "resources",
+		Message: "the server holds its MaxProcesses processes"})
+
+	// Destroy frees a place.
+	p.send(&frames.Destroy{})
+	require.Equal(t, &frames.Exit{Signal: "SIGKILL"}, p.destroyedAnswer(opened.ProcessID))
+	h.open(openFrame("inst-c", "sleep", "300"))
+}
+
 func TestDestroyIdempotent(t *testing.T) {
 	h := newHarness(t, Config{})
 	p, opened := h.open(openFrame("inst-d", "sleep", "300"))

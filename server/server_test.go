@@ -150,6 +150,7 @@ func TestConfig(t *testing.T) {
 	require.Equal(t, DefaultTombstoneTTL, c.TombstoneTTL)
 	require.Equal(t, DefaultMaxTombstones, c.MaxTombstones)
 	require.Equal(t, DefaultMaxFrameData, c.MaxFrameData)
+	require.Equal(t, DefaultMaxProcesses, c.MaxProcesses)
 	require.IsType(t, BridgeExecutor{}, c.Executor)
 	require.NotNil(t, c.Logger)
 
@@ -165,6 +166,7 @@ func TestConfig(t *testing.T) {
 		"frame data above max": {MaxFrameData: frames.MaxData + 1},
 		"negative grace":       {Grace: -time.Second},
 		"negative tombstones":  {MaxTombstones: -1},
+		"negative processes":   {MaxProcesses: -1},
 		"bad origin pattern":   {OriginPatterns: []string{"["}},
 	} {
 		_, err := New(bad)

@@ -29,7 +29,7 @@ const usage = `procwire carries one remote process's stdio over WebSockets (proc
 Usage:
   procwire serve [--addr HOST:PORT] [--token-file F] [--tls-cert F --tls-key F]
                  [--grace D] [--stdout-window N] [--stdin-window N]
-                 [--stderr-ring N] [--heartbeat D]
+                 [--stderr-ring N] [--heartbeat D] [--max-processes N]
   procwire exec [--token-file F] [--instance ID] [--cwd DIR] [--env K=V]...
                 [--inherit-env] URL -- CMD [ARGS...]
   procwire demo [--bytes N] [--cuts N] [--seed N]

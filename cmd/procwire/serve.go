@@ -33,6 +33,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) int {
 	stdinWindow := fs.Int("stdin-window", server.DefaultStdinWindow, "default stdin window in `bytes`")
 	stderrRing := fs.Int("stderr-ring", server.DefaultStderrRing, "stderr ring per process in `bytes`")
 	heartbeat := fs.Duration("heartbeat", server.DefaultHeartbeat, "ping interval and pong deadline (negative: none)")
+	maxProcesses := fs.Int("max-processes", server.DefaultMaxProcesses, "most processes held at once, live or detached")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err)
 	}
@@ -61,6 +62,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) int {
 		StdinWindow:  *stdinWindow,
 		StderrRing:   *stderrRing,
 		Heartbeat:    *heartbeat,
+		MaxProcesses: *maxProcesses,
 		Logger:       log,
 	})
 	if err != nil {
