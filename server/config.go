@@ -34,6 +34,7 @@ const (
 	DefaultMaxTombstones   = 4096
 	DefaultMaxFrameData    = 64 << 10
 	DefaultMaxProcesses    = 1024
+	DefaultFirstFrame      = 30 * time.Second
 )
 
 // Window bounds of wire v1 (PROTOCOL.md §3, open).
@@ -111,6 +112,10 @@ type Config struct {
 	// of one stdin frame from the client, announced as max_data
 	// (default DefaultMaxFrameData, at most frames.MaxData).
 	MaxFrameData int
+
+	// FirstFrameTimeout bounds the wait for a connection's first frame;
+	// a peer silent that long is disconnected (default DefaultFirstFrame).
+	FirstFrameTimeout time.Duration
 
 	// MaxProcesses bounds the processes the server holds at once, live or
 	// detached (an instance reservation counts from open to destroy); an
@@ -195,6 +200,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"ExitWait", &c.ExitWait, DefaultExitWait},
 		{"DestroyWait", &c.DestroyWait, DefaultDestroyWait},
 		{"TombstoneTTL", &c.TombstoneTTL, DefaultTombstoneTTL},
+		{"FirstFrameTimeout", &c.FirstFrameTimeout, DefaultFirstFrame},
 	} {
 		if *d.v < 0 {
 			return c, fmt.Errorf("server: %s is negative (%v)", d.name, *d.v)

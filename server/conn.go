@@ -247,8 +247,8 @@ func (c *conn) heartbeat(every time.Duration, log *slog.Logger) {
 
 // readFrame reads one message into the reused buffer and decodes it. When
 // ok is false, st says how the connection ends.
-func (c *conn) readFrame() (f frames.Frame, st closeStatus, ok bool) {
-	typ, r, err := c.ws.Reader(c.ctx)
+func (c *conn) readFrame(ctx context.Context) (f frames.Frame, st closeStatus, ok bool) {
+	typ, r, err := c.ws.Reader(ctx)
 	if err != nil {
 		return nil, readFailure(err), false
 	}
@@ -295,7 +295,15 @@ func readFailure(err error) closeStatus {
 func (c *conn) first() (st closeStatus, attached bool) {
 	c.ws.SetReadLimit(frames.MaxFirstLine)
 	c.dec.MaxLine = frames.MaxFirstLine
-	f, st, ok := c.readFrame()
+	// A peer that connects and says nothing does not hold a connection
+	// (and its first-frame read limit) for ever.
+	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.FirstFrameTimeout)
+	f, st, ok := c.readFrame(ctx)
+	timedOut := ctx.Err() != nil && c.ctx.Err() == nil
+	cancel()
+	if timedOut {
+		return closeStatus{code: websocket.StatusPolicyViolation, reason: "no first frame in time", abrupt: true}, false
+	}
 	if !ok {
 		return st, false
 	}
@@ -321,7 +329,7 @@ func (c *conn) first() (st closeStatus, attached bool) {
 // ends, and returns how it ends.
 func (c *conn) readLoop() closeStatus {
 	for {
-		f, st, ok := c.readFrame()
+		f, st, ok := c.readFrame(c.ctx)
 		if !ok {
 			return st
 		}

@@ -112,6 +112,18 @@ func TestProtocolErrors(t *testing.T) {
 	}
 }
 
+func TestFirstFrameTimeout(t *testing.T) {
+	h := newHarness(t, Config{FirstFrameTimeout: 50 * time.Millisecond})
+	silent := h.dial()
+	ctx := testCtx(t)
+	_, err := silent.read(ctx)
+	require.Error(t, err, "a peer that sends no first frame is disconnected")
+	require.NoError(t, ctx.Err(), "by the server's timeout, not the test's")
+
+	// A peer that speaks in time is served as usual.
+	h.open(openFrame("inst-ff", "true"))
+}
+
 func TestFirstFrame(t *testing.T) {
 	h := newHarness(t, Config{})
 	for _, tc := range []struct {

@@ -151,6 +151,7 @@ func TestConfig(t *testing.T) {
 	require.Equal(t, DefaultMaxTombstones, c.MaxTombstones)
 	require.Equal(t, DefaultMaxFrameData, c.MaxFrameData)
 	require.Equal(t, DefaultMaxProcesses, c.MaxProcesses)
+	require.Equal(t, DefaultFirstFrame, c.FirstFrameTimeout)
 	require.IsType(t, BridgeExecutor{}, c.Executor)
 	require.NotNil(t, c.Logger)
 
