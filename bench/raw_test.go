@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
@@ -103,4 +104,81 @@ func benchmarkRaw(b *testing.B, size int64) {
 		require.NoError(b, err)
 		require.Equal(b, size, n)
 	}
+}
+
+// rawEchoHandler is the echo baseline: the child's stdin is fed from
+// binary messages and its stdout goes back as binary messages, on a plain
+// coder/websocket connection, with no framing, credit or replay.
+func rawEchoHandler(argv []string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		ctx := r.Context()
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return
+		}
+		if err := cmd.Start(); err != nil {
+			return
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			buf := make([]byte, rawChunk)
+			for {
+				n, err := out.Read(buf)
+				if n > 0 && c.Write(ctx, websocket.MessageBinary, buf[:n]) != nil {
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		for {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				break
+			}
+			if _, err := in.Write(b); err != nil {
+				break
+			}
+		}
+		in.Close()
+		_ = cmd.Wait()
+		<-done
+	}
+}
+
+func benchmarkRawEcho(b *testing.B) {
+	srv := httptest.NewServer(rawEchoHandler([]string{"cat"}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+srv.URL[len("http"):], nil)
+	require.NoError(b, err)
+	defer c.CloseNow()
+	one := []byte{'x'}
+	samples := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		require.NoError(b, c.Write(ctx, websocket.MessageBinary, one))
+		_, got, err := c.Read(ctx)
+		require.NoError(b, err)
+		require.Equal(b, one, got)
+		samples = append(samples, time.Since(start))
+	}
+	b.StopTimer()
+	reportPercentiles(b, samples)
+	c.Close(websocket.StatusNormalClosure, "")
 }

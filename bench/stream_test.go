@@ -101,9 +101,16 @@ func BenchmarkStdout(b *testing.B) {
 	b.Run("raw-websocket", func(b *testing.B) { benchmarkRaw(b, streamSize) })
 }
 
-// BenchmarkEchoRoundTrip writes one byte to a remote cat and reads it back;
-// it reports the p50 and p99 of the round trips next to the mean.
+// BenchmarkEchoRoundTrip writes one byte to a remote cat and reads it back,
+// through procwire and, in the same run, through a plain coder/websocket
+// connection; it reports the p50 and p99 of the round trips next to the
+// mean.
 func BenchmarkEchoRoundTrip(b *testing.B) {
+	b.Run("procwire", benchmarkEcho)
+	b.Run("raw-websocket", benchmarkRawEcho)
+}
+
+func benchmarkEcho(b *testing.B) {
 	url := newProcwire(b)
 	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
 	defer cancel()
@@ -124,6 +131,11 @@ func BenchmarkEchoRoundTrip(b *testing.B) {
 		samples = append(samples, time.Since(start))
 	}
 	b.StopTimer()
+	reportPercentiles(b, samples)
+}
+
+// reportPercentiles reports the p50 and p99 of samples in microseconds.
+func reportPercentiles(b *testing.B, samples []time.Duration) {
 	slices.Sort(samples)
 	b.ReportMetric(float64(samples[len(samples)/2].Nanoseconds())/1e3, "p50-µs")
 	b.ReportMetric(float64(samples[len(samples)*99/100].Nanoseconds())/1e3, "p99-µs")
