@@ -7,6 +7,8 @@ import "encoding/binary"
 // codec): encode produces the same text, and decode accepts exactly the
 // texts b64 accepts without newlines, or reports false so that the caller
 // takes the exact path. base64_test.go checks both against encoding/base64.
+// On amd64 with AVX2 (base64_amd64.s) whole blocks go through vector loops
+// first; the loops here do the rest, the padding and every refusal.
 
 const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
@@ -51,6 +53,10 @@ func appendBase64(dst, src []byte) []byte {
 		dst = grown
 	}
 	out := dst[len(dst) : len(dst)+n]
+	if useAVX2 && len(src) >= 28 {
+		k := encodeAVX2(out, src)
+		src, out = src[k:], out[k/3*4:]
+	}
 	for len(src) >= 6 && len(out) >= 8 {
 		_ = src[5]
 		v1 := uint32(src[0])<<16 | uint32(src[1])<<8 | uint32(src[2])
@@ -85,6 +91,13 @@ func decodeBase64(dst, src []byte) (int, bool) {
 	last := src[len(src)-4:]
 	body := src[:len(src)-4]
 	o := 0
+	if useAVX2 && len(body) >= 32 {
+		// Whole blocks up to the first with a character outside the
+		// alphabet, which the loops below then refuse.
+		k := decodeAVX2(dst, body)
+		body = body[k:]
+		o = k / 4 * 3
+	}
 	// Two quanta a step, writing 8 bytes of which 6 count: the last
 	// quantum, decoded after the loop, gives the slack.
 	for len(body) >= 8 && o+8 <= len(dst) {
