@@ -18,10 +18,11 @@ import (
 // bridge reads from a child's pipe.
 const rawChunk = 32 << 10
 
-// rawHandler is the baseline: it runs the command named by the query's
-// "cmd" argument through exec (no shell) and writes its stdout as binary
-// messages on a plain coder/websocket connection, then closes normally. It
-// has no framing, no flow control and no replay: the floor procwire's
+// rawHandler is the baseline: it runs argv through exec (no shell), feeds
+// the child's stdin from the binary messages it receives and sends the
+// child's stdout back as binary messages of at most rawChunk bytes, on a
+// plain coder/websocket connection, closing normally at the stdout's EOF.
+// It has no framing, no flow control and no replay: the floor procwire's
 // overhead is measured against.
 func rawHandler(argv []string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -32,29 +33,44 @@ func rawHandler(argv []string) http.HandlerFunc {
 		defer c.CloseNow()
 		ctx := r.Context()
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return
+		}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
-			c.Close(websocket.StatusInternalError, "pipe")
 			return
 		}
 		if err := cmd.Start(); err != nil {
-			c.Close(websocket.StatusInternalError, "start")
 			return
 		}
-		buf := make([]byte, rawChunk)
-		for {
-			n, err := out.Read(buf)
-			if n > 0 {
-				if werr := c.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
-					break
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			buf := make([]byte, rawChunk)
+			for {
+				n, err := out.Read(buf)
+				if n > 0 && c.Write(ctx, websocket.MessageBinary, buf[:n]) != nil {
+					return
+				}
+				if err != nil {
+					c.Close(websocket.StatusNormalClosure, "")
+					return
 				}
 			}
+		}()
+		for {
+			_, b, err := c.Read(ctx)
 			if err != nil {
 				break
 			}
+			if _, err := in.Write(b); err != nil {
+				break
+			}
 		}
+		in.Close()
+		<-done
 		_ = cmd.Wait()
-		c.Close(websocket.StatusNormalClosure, "")
 	}
 }
 
@@ -106,60 +122,8 @@ func benchmarkRaw(b *testing.B, size int64) {
 	}
 }
 
-// rawEchoHandler is the echo baseline: the child's stdin is fed from
-// binary messages and its stdout goes back as binary messages, on a plain
-// coder/websocket connection, with no framing, credit or replay.
-func rawEchoHandler(argv []string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer c.CloseNow()
-		ctx := r.Context()
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			return
-		}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return
-		}
-		if err := cmd.Start(); err != nil {
-			return
-		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			buf := make([]byte, rawChunk)
-			for {
-				n, err := out.Read(buf)
-				if n > 0 && c.Write(ctx, websocket.MessageBinary, buf[:n]) != nil {
-					return
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-		for {
-			_, b, err := c.Read(ctx)
-			if err != nil {
-				break
-			}
-			if _, err := in.Write(b); err != nil {
-				break
-			}
-		}
-		in.Close()
-		_ = cmd.Wait()
-		<-done
-	}
-}
-
 func benchmarkRawEcho(b *testing.B) {
-	srv := httptest.NewServer(rawEchoHandler([]string{"cat"}))
+	srv := httptest.NewServer(rawHandler([]string{"cat"}))
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
 	defer cancel()
