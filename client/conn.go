@@ -94,6 +94,11 @@ func (w *wsConn) read(ctx context.Context) (frames.Frame, error) {
 		}
 		if err != nil {
 			w.rbuf = b
+			if errors.Is(err, websocket.ErrMessageTooBig) {
+				// The library has closed the connection with 1009; the
+				// line was the server's to keep short (PROTOCOL.md §2).
+				return nil, protocolErrorf("", "%s: a message over %d bytes", frames.KindLineTooLong, frames.MaxLine)
+			}
 			return nil, fmt.Errorf("read: %w", err)
 		}
 	}

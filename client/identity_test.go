@@ -231,6 +231,13 @@ func TestServerBreaksProtocol(t *testing.T) {
 		{name: "second different exit", frames: []frames.Frame{&frames.Exit{Code: 0}, &frames.Exit{Code: 0}, &frames.Exit{Code: 1}},
 			field: "exit", exit: &client.ExitStatus{}},
 		{name: "undecodable", raw: `{"type":"stdout","off":0,"data":"!!!!"}` + "\n", field: "stdout.data"},
+		// One byte over, counting the '\n' a message goes without: the
+		// decoder refuses it.
+		{name: "line too long", raw: "{" + strings.Repeat(" ", frames.MaxLine-1), field: ""},
+		// Over the WebSocket read limit: the connection is closed with
+		// 1009, and that is the server's violation too, not a lost
+		// connection to resume.
+		{name: "message too big", raw: "{" + strings.Repeat(" ", frames.MaxLine) + "}\n", field: ""},
 		{name: "client frame", frames: []frames.Frame{&frames.Ack{Stdout: 0}}, field: "ack"},
 		{name: "stdin credit beyond sent", frames: []frames.Frame{&frames.Credit{StdinReceived: 1, StdinLimit: 4097}}, field: "credit.stdin_received"},
 		{name: "stdin credit beyond a window", frames: []frames.Frame{&frames.Credit{StdinReceived: 0, StdinLimit: 4097}}, field: "credit.stdin_limit"},
@@ -238,7 +245,12 @@ func TestServerBreaksProtocol(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t, func(fc *fakeConn, first frames.Frame) {
-				fc.send(opened(first.(*frames.Open)))
+				o, ok := first.(*frames.Open)
+				if !ok { // a client that missed the violation resumes
+					fc.send(&frames.Error{Code: frames.LifecycleConflict, Operation: "resume_process", Actual: "process_not_found"})
+					return
+				}
+				fc.send(opened(o))
 				for _, fr := range tc.frames {
 					fc.send(fr)
 				}
