@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -209,8 +210,8 @@ func (p *Process) init(o *frames.Opened) error {
 		return protocolErrorf("opened.stdin_limit", "%d", o.StdinLimit)
 	}
 	p.token, p.evidence = o.Token, o.Evidence
-	p.grace = time.Duration(o.GraceMS) * time.Millisecond
-	p.heartbeat = time.Duration(o.HeartbeatMS) * time.Millisecond
+	p.grace = milliseconds(o.GraceMS)
+	p.heartbeat = milliseconds(o.HeartbeatMS)
 	p.maxData = int(o.MaxData)
 	p.stdinWindow = o.StdinLimit
 	p.stdinWin = credit.NewWindow(o.StdinLimit)
@@ -220,6 +221,16 @@ func (p *Process) init(o *frames.Opened) error {
 		p.errCap = int(min(o.StderrWindow, 1<<30))
 	}
 	return nil
+}
+
+// milliseconds converts a count of milliseconds from the server, up to
+// 2^63-1, to a Duration, saturating past the 292 years a Duration holds
+// rather than wrapping to a negative or tiny one.
+func milliseconds(ms int64) time.Duration {
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // ID returns the server-chosen process id.
