@@ -9,6 +9,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/procwire/procwire/client"
 	"github.com/procwire/procwire/frames"
 )
 
@@ -65,5 +66,36 @@ func answerDestroy(fc *fakeConn) {
 			fc.ws.Close(websocket.StatusNormalClosure, "")
 			return
 		}
+	}
+}
+
+// A close code that ends the handle (here 1002) ends it even when the
+// connection's writer, racing to send an ack, fails first: the close code
+// the reader saw decides, not the first loop to notice.
+func TestCloseCodeWinsOverWriterError(t *testing.T) {
+	for i := range 100 {
+		var resumed atomic.Bool
+		f := newFake(t, func(fc *fakeConn, first frames.Frame) {
+			o, ok := first.(*frames.Open)
+			if !ok {
+				resumed.Store(true)
+				fc.send(&frames.Error{Code: frames.LifecycleConflict, Operation: "resume_process", Actual: "process_not_found"})
+				return
+			}
+			fc.send(opened(o))
+			fc.send(&frames.Stdout{Off: 0, Data: []byte("hello")})
+			go fc.drain(nil) // the close handshake needs a reader
+			fc.ws.Close(websocket.StatusProtocolError, "ack.stdout 9 beyond 5 sent")
+		})
+		p := openFake(t, f)
+		c := ctx(t)
+		b := make([]byte, 5)
+		_, err := p.Stdout().ReadContext(c, b) // the ack races the close
+		if err == nil {
+			_, err = p.Wait(c)
+		}
+		require.ErrorIs(t, err, client.ErrConnectionLost, "iteration %d", i)
+		require.False(t, resumed.Load(), "iteration %d", i)
+		require.NoError(t, p.Destroy(c))
 	}
 }

@@ -81,7 +81,11 @@ func (p *Process) runConn(c *conn) error {
 	cancel()
 	c.close()
 	for range n - 1 {
-		<-errc
+		// The close code the reader saw decides what the loss means, also
+		// when the writer, failing on the same close, reported first.
+		if e := <-errc; websocket.CloseStatus(err) == -1 && websocket.CloseStatus(e) != -1 {
+			err = e
+		}
 	}
 	p.mu.Lock()
 	if p.conn == c {
