@@ -99,3 +99,35 @@ func TestCloseCodeWinsOverWriterError(t *testing.T) {
 		require.NoError(t, p.Destroy(c))
 	}
 }
+
+// A resume the server refuses with a close code that ends the handle on an
+// attached connection ends it there too, rather than being retried for the
+// whole grace: 1002 (the process is destroyed), 1001 (shutting down: the
+// process is gone).
+func TestResumeClosedForGood(t *testing.T) {
+	for _, code := range []websocket.StatusCode{websocket.StatusProtocolError, websocket.StatusGoingAway} {
+		t.Run(fmt.Sprint(int(code)), func(t *testing.T) {
+			cut := make(chan struct{})
+			var resumes atomic.Int32
+			f := resumeFake(t, cut, func(fc *fakeConn, r *frames.Resume) {
+				if resumes.Add(1) == 1 {
+					fc.ws.Close(code, "refused")
+					return
+				}
+				// Not reached by a client that stops at the close.
+				fc.send(&frames.Error{Code: frames.LifecycleConflict, Operation: "resume_process", Actual: "process_not_found"})
+			})
+			p := openFake(t, f)
+			err := cutWhileReading(t, p, cut)
+			require.ErrorIs(t, err, client.ErrConnectionLost)
+			require.Equal(t, int32(1), resumes.Load())
+			c := ctx(t)
+			require.NoError(t, p.Destroy(c))
+			if code == websocket.StatusGoingAway {
+				require.Empty(t, f.destroys, "a server shutting down destroyed it")
+			} else {
+				require.Len(t, f.destroys, 1)
+			}
+		})
+	}
+}

@@ -26,21 +26,7 @@ func (p *Process) supervise(c *conn) {
 		err := p.runConn(c)
 		lost := time.Now()
 		p.mu.Lock()
-		ended := p.err != nil
-		if !ended {
-			if fin := finalClose(err); fin != nil {
-				p.endLocked(fin)
-				switch websocket.CloseStatus(err) {
-				case websocket.StatusGoingAway:
-					// A server shutting down destroys every process
-					// (PROTOCOL.md §4.7): nothing is left to destroy.
-					p.settleDestroyLocked(nil)
-				case 4001:
-					p.abandoned = true // another client holds it now
-				}
-				ended = true
-			}
-		}
+		ended := p.err != nil || p.closedForGoodLocked(err)
 		p.mu.Unlock()
 		if ended {
 			break
@@ -49,6 +35,25 @@ func (p *Process) supervise(c *conn) {
 		c = p.reconnect(lost)
 	}
 	p.autoDestroy()
+}
+
+// closedForGoodLocked ends the handle and reports true when err says the
+// server closed the connection in a way that makes resuming pointless.
+func (p *Process) closedForGoodLocked(err error) bool {
+	fin := finalClose(err)
+	if fin == nil {
+		return false
+	}
+	p.endLocked(fin)
+	switch websocket.CloseStatus(err) {
+	case websocket.StatusGoingAway:
+		// A server shutting down destroys every process (PROTOCOL.md
+		// §4.7): nothing is left to destroy.
+		p.settleDestroyLocked(nil)
+	case 4001:
+		p.abandoned = true // another client holds it now
+	}
+	return true
 }
 
 // finalClose returns the error that ends the handle when the server closed
@@ -354,6 +359,13 @@ func (p *Process) reconnect(lost time.Time) *conn {
 			p.mu.Lock()
 			p.endLocked(err)
 			p.mu.Unlock()
+			return nil
+		}
+		p.mu.Lock()
+		// A resume closed with such a code would be refused again.
+		ended := p.closedForGoodLocked(err)
+		p.mu.Unlock()
+		if ended {
 			return nil
 		}
 		last = err
