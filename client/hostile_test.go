@@ -131,3 +131,34 @@ func TestResumeClosedForGood(t *testing.T) {
 		})
 	}
 }
+
+// A resumed claiming stdin the client never sent is refused, even when the
+// Runner has written that much meanwhile: the bytes between would never
+// reach the process.
+func TestResumedStdinNeverSent(t *testing.T) {
+	cut := make(chan struct{})
+	resuming := make(chan struct{})
+	written := make(chan struct{})
+	f := resumeFake(t, cut, func(fc *fakeConn, r *frames.Resume) {
+		close(resuming)
+		<-written
+		fc.send(&frames.Resumed{ProcessID: fakeID, Evidence: fakeEvidence(), StdinReceived: 5, StdinLimit: 4096})
+		// Read only by a client that took the resumed.
+		fc.send(&frames.Error{Code: frames.LifecycleConflict, Operation: "resume_process", Actual: "process_not_found"})
+	})
+	p := openFake(t, f)
+	c := ctx(t)
+	close(cut)
+	await(t, c, resuming, "the resume")
+	_, err := p.Stdin().WriteContext(c, []byte("0123456789")) // held, not sent
+	require.NoError(t, err)
+	close(written)
+	isField := func(err error) {
+		var pe *client.ProtocolError
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, "resumed.stdin_received", pe.Field)
+	}
+	_, err = p.Stdout().ReadContext(c, make([]byte, 1))
+	isField(err)
+	assertEnded(t, p, f, isField)
+}

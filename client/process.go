@@ -75,6 +75,7 @@ type Process struct {
 	errDropped int64     // stderr bytes dropped by the server's ring or errBuf
 
 	inBuf     byteQueue // stdin from the server's stdin_received to what was written
+	inSent    int64     // stdin offset after the last byte sent on any connection
 	inClosed  bool      // stdin_close requested at inBuf.end()
 	closeSent bool      // stdin_close written to a connection
 

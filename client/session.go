@@ -302,6 +302,7 @@ func (p *Process) nextFrameLocked(c *conn, dst []byte) []byte {
 		f.stdin.Off, f.stdin.Data = c.stdinSent, p.inBuf.from(c.stdinSent, p.maxData)
 		dst = frames.Append(dst, &f.stdin)
 		c.stdinSent += int64(len(f.stdin.Data))
+		p.inSent = max(p.inSent, c.stdinSent)
 		f.stdin.Data = nil
 		return dst
 	}
@@ -421,10 +422,12 @@ func (p *Process) reattach(ctx context.Context) (*conn, error) {
 
 // attachLocked makes ws the attached connection after resumed r.
 func (p *Process) attachLocked(ws *wsConn, r *frames.Resumed) (*conn, error) {
-	if r.StdinReceived < p.inBuf.start || r.StdinReceived > p.inBuf.end() {
+	// The server cannot hold bytes never sent, though they may be written
+	// by now: taking its word would skip them.
+	if r.StdinReceived < p.inBuf.start || r.StdinReceived > p.inSent {
 		ws.close()
-		return nil, protocolErrorf("resumed.stdin_received", "%d outside the %d..%d the client holds",
-			r.StdinReceived, p.inBuf.start, p.inBuf.end())
+		return nil, protocolErrorf("resumed.stdin_received", "%d outside the %d..%d the client holds and sent",
+			r.StdinReceived, p.inBuf.start, p.inSent)
 	}
 	if err := p.checkStdinLimit("resumed.stdin_limit", r.StdinReceived, r.StdinLimit); err != nil {
 		ws.close()
