@@ -8,3 +8,39 @@ func SetBlockedHook(p *Process, f func()) {
 	defer p.mu.Unlock()
 	p.testHookBlocked = f
 }
+
+// Held is what a Process holds in memory for its streams, in bytes: the
+// live bytes of each queue and the capacity behind them.
+type Held struct {
+	Stdout, StdoutCap int // stdout received and not yet read
+	Stderr, StderrCap int // stderr received and not yet read
+	Stdin, StdinCap   int // stdin kept until the server reports it received
+}
+
+// SetFrameHook sets a function called, with p's lock held, after each
+// frame a session connection delivered was handled, with what p holds
+// then.
+func SetFrameHook(p *Process, f func(Held)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.testHookFrame = func() { f(p.heldLocked()) }
+}
+
+// HeldNow returns what p holds now.
+func HeldNow(p *Process) Held {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.heldLocked()
+}
+
+func (p *Process) heldLocked() Held {
+	return Held{
+		Stdout: p.outBuf.len(), StdoutCap: cap(p.outBuf.buf),
+		Stderr: p.errBuf.len(), StderrCap: cap(p.errBuf.buf),
+		Stdin: p.inBuf.len(), StdinCap: cap(p.inBuf.buf),
+	}
+}
+
+// Ended returns a channel closed once the handle of p has ended: every
+// later call fails, Wait settles.
+func Ended(p *Process) <-chan struct{} { return p.done }

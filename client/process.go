@@ -84,6 +84,7 @@ type Process struct {
 	signals []*pendingSignal // sent or to send, ascending ids, not yet answered
 
 	testHookBlocked func() // called when a call is about to block
+	testHookFrame   func() // called after each frame of a session was handled
 
 	destroyReq bool
 	abandoned  bool // the handle ended leaving the process to the server or another client

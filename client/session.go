@@ -112,6 +112,9 @@ func (p *Process) readLoop(c *conn) error {
 			if err != nil && err != errStop {
 				p.endLocked(err)
 			}
+			if p.testHookFrame != nil {
+				p.testHookFrame()
+			}
 			p.mu.Unlock()
 		} else if isFinal(err) {
 			p.mu.Lock()
