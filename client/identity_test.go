@@ -226,6 +226,10 @@ func TestServerBreaksProtocol(t *testing.T) {
 	}{
 		{name: "stdout past the window", frames: []frames.Frame{&frames.Stdout{Off: 0, Data: data(1024)}, &frames.Stdout{Off: 1024, Data: data(4096 - 1024 + 1)}},
 			field: "stdout.data", detail: "received 4097 bytes, allowed 4096"},
+		{name: "stdout over max_data", frames: []frames.Frame{&frames.Stdout{Off: 0, Data: data(4097)}},
+			field: "stdout.data", detail: "4097 bytes, max_data is 4096"},
+		{name: "stderr over max_data", frames: []frames.Frame{&frames.Stderr{Off: 0, Data: data(4097)}},
+			field: "stderr.data", detail: "4097 bytes, max_data is 4096"},
 		{name: "stdout gap", frames: []frames.Frame{&frames.Stdout{Off: 5, Data: data(1)}}, field: "stdout.off"},
 		{name: "stdout eof early", frames: []frames.Frame{&frames.Stdout{Off: 0, Data: data(2)}, &frames.StdoutEOF{Off: 1}}, field: "stdout_eof.off"},
 		{name: "second different exit", frames: []frames.Frame{&frames.Exit{Code: 0}, &frames.Exit{Code: 0}, &frames.Exit{Code: 1}},

@@ -139,6 +139,8 @@ func (p *Process) handleLocked(c *conn, f frames.Frame) error {
 	switch f := f.(type) {
 	case *frames.Stdout:
 		switch {
+		case len(f.Data) > p.maxData:
+			return protocolErrorf("stdout.data", "%d bytes, max_data is %d", len(f.Data), p.maxData)
 		case p.outEOFOK:
 			return protocolErrorf("stdout.off", "stdout at %d after stdout_eof at %d", f.Off, p.outEOF)
 		case f.Off != p.outRecv.Received():
@@ -156,6 +158,9 @@ func (p *Process) handleLocked(c *conn, f frames.Frame) error {
 		p.outEOF, p.outEOFOK = f.Off, true
 		p.broadcastLocked()
 	case *frames.Stderr:
+		if len(f.Data) > p.maxData {
+			return protocolErrorf("stderr.data", "%d bytes, max_data is %d", len(f.Data), p.maxData)
+		}
 		p.stderrLocked(f.Off, f.Data)
 	case *frames.Exit:
 		return p.exitLocked(f)
