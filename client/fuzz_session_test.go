@@ -111,7 +111,7 @@ const (
 	opStdoutBig           // valid stdout above max_data
 	opStdoutOff           // stdout at a wrong offset
 	opEOF                 // stdout_eof, mostly at the next offset
-	opStderr              // stderr, with jumps and overlaps
+	opStderr              // stderr, with jumps, overlaps and sizes
 	opExit                // exit, the same again or another
 	opCredit              // credit, valid or not
 	opSignaled            // signaled for a known or unknown id
@@ -458,7 +458,11 @@ func (f *sessionFake) apply(fc *sessionConn, op sessionOp) bool {
 		f.outNext += int64(n)
 		f.eofValid = false
 		f.mu.Unlock()
-		return f.send(fc, &frames.Stdout{Off: off, Data: streamBytes(stdoutSeed, off, n)})
+		fr := &frames.Stdout{Off: off, Data: streamBytes(stdoutSeed, off, n)}
+		if int64(n) > p.maxData {
+			return f.violate(fc, "stdout over max_data", fr)
+		}
+		return f.send(fc, fr)
 	case opStdoutOff:
 		n := 1 + int(b)%int(p.maxData)
 		f.mu.Lock()
@@ -486,6 +490,9 @@ func (f *sessionFake) apply(fc *sessionConn, op sessionOp) bool {
 		return f.send(fc, &frames.StdoutEOF{Off: off})
 	case opStderr:
 		n := 1 + int(c)%int(p.maxData)
+		if a%8 == 4 && b%4 == 0 {
+			n = min(int(p.maxData)+1+int(c), frames.MaxData)
+		}
 		f.mu.Lock()
 		off := f.errMax
 		switch a % 8 {
@@ -501,7 +508,11 @@ func (f *sessionFake) apply(fc *sessionConn, op sessionOp) bool {
 			f.errSent = append(f.errSent, [2]int64{off, off + int64(n)})
 		}
 		f.mu.Unlock()
-		return f.send(fc, &frames.Stderr{Off: off, Data: streamBytes(stderrSeed, off, n)})
+		fr := &frames.Stderr{Off: off, Data: streamBytes(stderrSeed, off, n)}
+		if int64(n) > p.maxData {
+			return f.violate(fc, "stderr over max_data", fr)
+		}
+		return f.send(fc, fr)
 	case opExit:
 		e := &frames.Exit{Code: int(a)}
 		if b%3 == 0 {
@@ -1358,6 +1369,7 @@ func sessionSeeds() [][]byte {
 		sessionSeed(std, out(10), eof, out(3)),
 		// stderr with drops, overlaps and an overflowing end
 		sessionSeed(std, op(opStderr, 0, 0, 10), op(opStderr, 5, 7, 10), op(opStderr, 6, 3, 10), op(opStderr, 7, 2, 10)),
+		sessionSeed(std, op(opStderr, 4, 0, 5)), // over max_data
 		// exit twice, different
 		sessionSeed(std, exit, op(opExit, 3, 1, 1), op(opExit, 4, 1, 0)),
 		// credit backwards, past a window, overflowing, received beyond
