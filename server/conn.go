@@ -273,7 +273,14 @@ func (c *conn) readFrame(ctx context.Context) (f frames.Frame, st closeStatus, o
 	}
 	f, err = c.dec.Decode(buf)
 	if err != nil {
-		return nil, closeStatus{code: websocket.StatusInvalidFramePayloadData, reason: truncate(err.Error(), 123)}, false
+		code := websocket.StatusInvalidFramePayloadData
+		if errors.Is(err, frames.ErrLineTooLong) {
+			// The read limit lets through a message of exactly the limit,
+			// which is over it without its '\n' (PROTOCOL.md §2): it is
+			// closed as the read limit closes a longer one (§7).
+			code = websocket.StatusMessageTooBig
+		}
+		return nil, closeStatus{code: code, reason: truncate(err.Error(), 123)}, false
 	}
 	return f, closeStatus{}, true
 }

@@ -159,6 +159,40 @@ func TestMessageTooBig(t *testing.T) {
 	require.Equal(t, websocket.StatusMessageTooBig, p.closed().Code)
 }
 
+// A limit counts the line's '\n', and a message without one counts as if it
+// had it (PROTOCOL.md §2): a message of exactly MaxLine bytes is at the
+// limit with its '\n' and over it without, and a message over its line
+// limit is closed with 1009 (§7), whichever layer notices. Found by
+// FuzzServerSession.
+func TestLineAtTheLimit(t *testing.T) {
+	h := newHarness(t, Config{})
+	// An ack of 0, padded with the whitespace an object may hold.
+	line := func(size int, newline bool) string {
+		head := `{"type":"ack","stdout":0`
+		pad := size - len(head) - 1
+		if newline {
+			pad--
+		}
+		s := head + strings.Repeat(" ", pad) + "}"
+		if newline {
+			s += "\n"
+		}
+		require.Len(t, s, size)
+		return s
+	}
+
+	p, _ := h.open(openFrame("inst-limit", "cat"))
+	p.sendLine(line(frames.MaxLine, true))
+	p.send(&frames.Stdin{Off: 0, Data: []byte("still here\n")})
+	p.send(&frames.StdinClose{Off: 11})
+	require.Equal(t, "still here\n", string(p.collect(false).stdout))
+
+	p, _ = h.open(openFrame("inst-limit-2", "cat"))
+	p.sendLine(line(frames.MaxLine, false))
+	ce := p.closed()
+	require.Equal(t, websocket.StatusMessageTooBig, ce.Code, "reason %q", ce.Reason)
+}
+
 func TestAckBackwards(t *testing.T) {
 	h := newHarness(t, Config{})
 	p, _ := h.sh("inst-ack", "printf abcdefghij; sleep 300")
