@@ -17,7 +17,7 @@ import (
 )
 
 // testTimeout bounds every wait in the tests.
-const testTimeout = 10 * time.Second
+const testTimeout = 30 * time.Second
 
 // shReq is a request running sh -c script with args, in a fresh directory,
 // with a minimal environment.

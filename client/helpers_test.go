@@ -23,7 +23,7 @@ import (
 )
 
 // testTimeout bounds every wait of a test; reaching it fails the test.
-const testTimeout = 60 * time.Second
+const testTimeout = 3 * time.Minute
 
 // env is a procwire server on loopback, optionally behind a cutting proxy.
 type env struct {

@@ -23,7 +23,7 @@ import (
 )
 
 // testTimeout bounds every wait in a test.
-const testTimeout = 30 * time.Second
+const testTimeout = time.Minute
 
 const testToken = "s3cret-test-token"
 
