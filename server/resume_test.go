@@ -245,7 +245,7 @@ func TestGraceExpiry(t *testing.T) {
 }
 
 func TestResumeWithinGraceKeepsTheProcess(t *testing.T) {
-	h := newHarness(t, Config{Grace: 300 * time.Millisecond})
+	h := newHarness(t, Config{Grace: 3 * time.Second})
 	p, opened := h.open(openFrame("inst-keep", "cat"))
 	for i := range 3 {
 		p.ws.CloseNow()
