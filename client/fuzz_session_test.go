@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -202,7 +203,7 @@ func sessionReq() frames.ProcessRequest {
 // connections: each operation is taken once, by whichever connection is
 // live, and a resume consumes one to choose its answer.
 type sessionFake struct {
-	t      *testing.T
+	t      *sessionReport
 	prm    sessionParams
 	ops    []sessionOp
 	url    string
@@ -233,7 +234,6 @@ type sessionFake struct {
 	stdinRecv    int64 // stdin held, from 0
 	limitBound   int64 // the highest stdin limit the client may have taken
 	writes       int64 // stdin bytes the Runner was asked to write
-	lastAck      int64
 	sigIDs       []int64
 	closeAt      int64 // offset of stdin_close, or -1
 	// mustEnd says why the handle has ended: the client closed a
@@ -242,16 +242,20 @@ type sessionFake struct {
 	mustEnd      string
 	endedByClose bool // mustEnd comes from the client closing after a violation
 	finalClose   bool // a close code that ends the handle was sent
+	synced       bool // the client answered the ping after the last operation
+	withheld     bool // a replay left out stdout the client asked for
 }
 
 // sessionConn is one connection to the fake.
 type sessionConn struct {
+	kind frames.Type // of the first frame
 	ws   *websocket.Conn
 	dead chan struct{} // closed when the client's frames end
 
 	// Guarded by sessionFake.mu.
 	inNext      int64  // offset the next stdin frame must have
 	lastSig     int64  // highest signal id on this connection
+	lastAck     int64  // last ack on this connection
 	stdinClosed bool   // stdin_close received
 	destroyed   bool   // destroy received
 	mustFail    string // why the client may send nothing more here
@@ -259,7 +263,7 @@ type sessionConn struct {
 	fakeClosed  bool   // the fake closed the connection
 }
 
-func newSessionFake(t *testing.T, prm sessionParams, ops []sessionOp) *sessionFake {
+func newSessionFake(t *sessionReport, prm sessionParams, ops []sessionOp) *sessionFake {
 	f := &sessionFake{
 		t:       t,
 		prm:     prm,
@@ -335,7 +339,7 @@ func (f *sessionFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.t.Errorf("the client's first frame %q: %v", b, err)
 		return
 	}
-	fc := &sessionConn{ws: ws, dead: make(chan struct{})}
+	fc := &sessionConn{kind: first.Type(), ws: ws, dead: make(chan struct{})}
 	go f.readClient(fc)
 	defer func() {
 		ws.CloseNow()
@@ -430,8 +434,11 @@ func (f *sessionFake) script(fc *sessionConn) {
 func (f *sessionFake) finish(fc *sessionConn) {
 	f.doneOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(f.ctx, sessionGuard)
-		_ = fc.ws.Ping(ctx) // the pong follows every frame sent before
+		err := fc.ws.Ping(ctx) // the pong follows every frame sent before
 		cancel()
+		f.mu.Lock()
+		f.synced = err == nil
+		f.mu.Unlock()
 		close(f.done)
 	})
 	select {
@@ -761,11 +768,8 @@ func (f *sessionFake) serveResume(fc *sessionConn, r *frames.Resume) {
 			recv = f.writes + 1 + int64(b) // more than the client can hold
 			fc.mustFail = "resumed with stdin_received beyond what was written"
 		}
-		limit := recv + f.prm.stdinWindow
-		fc.inNext = recv
-		f.grantLocked(recv, limit)
 		f.mu.Unlock()
-		if f.send(fc, &frames.Resumed{ProcessID: fakeID, Evidence: f.evidence(), StdinReceived: recv, StdinLimit: limit}) {
+		if f.resume(fc, r.StdoutReceived, recv) {
 			f.script(fc)
 		}
 	case resStdinLimit:
@@ -801,11 +805,16 @@ func (f *sessionFake) serveResume(fc *sessionConn, r *frames.Resume) {
 		if a&1 == 1 && from > 1 {
 			from -= 2
 		}
-		if f.resumeFaithful(fc, from) {
+		if from > r.StdoutReceived {
+			f.mu.Lock()
+			f.withheld = true
+			f.mu.Unlock()
+		}
+		if f.resume(fc, from, -1) {
 			f.script(fc)
 		}
 	default:
-		if f.resumeFaithful(fc, r.StdoutReceived) {
+		if f.resume(fc, r.StdoutReceived, -1) {
 			f.script(fc)
 		}
 	}
@@ -815,11 +824,13 @@ func (f *sessionFake) serveResume(fc *sessionConn, r *frames.Resume) {
 	}
 }
 
-// resumeFaithful answers a resume as a server would, replaying stdout from
-// from.
-func (f *sessionFake) resumeFaithful(fc *sessionConn, from int64) bool {
+// resume answers a resume as a server would, replaying stdout from from,
+// and saying it holds recv stdin bytes (-1: those it holds).
+func (f *sessionFake) resume(fc *sessionConn, from, recv int64) bool {
 	f.mu.Lock()
-	recv := f.stdinRecv
+	if recv < 0 {
+		recv = f.stdinRecv
+	}
 	limit := recv + f.prm.stdinWindow
 	f.grantLocked(recv, limit)
 	fc.inNext = recv
@@ -903,7 +914,15 @@ func (f *sessionFake) readClient(fc *sessionConn) {
 		}
 		fr, err := dec.Decode(b)
 		if err != nil {
-			f.t.Errorf("the client sent %q: %v", b, err)
+			f.mu.Lock()
+			closing := fc.fakeClosed
+			f.mu.Unlock()
+			// The WebSocket library's Close, waiting for the client's close
+			// frame, discards what it reads: a message being read then
+			// comes out cut short.
+			if !closing {
+				f.t.Errorf("the client sent %q on a connection opened with %s: %v", b, fc.kind, err)
+			}
 			return
 		}
 		f.mu.Lock()
@@ -967,10 +986,12 @@ func (f *sessionFake) fromClientLocked(fc *sessionConn, fr frames.Frame) (answer
 		f.closeAt = fr.Off
 		fc.stdinClosed = true
 	case *frames.Ack:
-		if fr.Stdout < f.lastAck || fr.Stdout > f.outNext {
-			t.Errorf("ack of %d after %d, with %d stdout bytes sent", fr.Stdout, f.lastAck, f.outNext)
+		// Per connection: the fake may read a connection's last frames
+		// after the next connection's first ones.
+		if fr.Stdout < fc.lastAck || fr.Stdout > f.outNext {
+			t.Errorf("ack of %d after %d, with %d stdout bytes sent", fr.Stdout, fc.lastAck, f.outNext)
 		}
-		f.lastAck = max(f.lastAck, fr.Stdout)
+		fc.lastAck = fr.Stdout
 	case *frames.Signal:
 		if fr.ID <= fc.lastSig {
 			t.Errorf("signal %d after %d on one connection", fr.ID, fc.lastSig)
@@ -996,6 +1017,31 @@ func (f *sessionFake) fromClientLocked(fc *sessionConn, fr frames.Frame) (answer
 		t.Errorf("the client sent %s in a session", fr.Type())
 	}
 	return answers, closing
+}
+
+// sessionReport reports the failures of one input from any goroutine. A
+// report after the input ended, from a goroutine the input leaked (which
+// goleak reports), goes to stderr rather than crash the fuzzing process.
+type sessionReport struct {
+	t    *testing.T
+	mu   sync.Mutex
+	over bool
+}
+
+func (r *sessionReport) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.over {
+		fmt.Fprintf(os.Stderr, "FuzzClientSession: after the input ended: "+format+"\n", args...)
+		return
+	}
+	r.t.Errorf(format, args...)
+}
+
+func (r *sessionReport) end() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.over = true
 }
 
 // isTyped reports whether err is one of the errors that end a handle.
@@ -1062,9 +1108,11 @@ type waitResult struct {
 }
 
 func runSession(t *testing.T, data []byte) {
+	rep := &sessionReport{t: t}
+	defer rep.end()
 	leaks := goleak.IgnoreCurrent()
 	prm, ops := parseSession(data)
-	f := newSessionFake(t, prm, ops)
+	f := newSessionFake(rep, prm, ops)
 	tr := &http.Transport{}
 	defer func() {
 		f.close()
@@ -1091,10 +1139,10 @@ func runSession(t *testing.T, data []byte) {
 	}
 	checkHeld := func(h client.Held) {
 		if h.Stdout > int(prm.stdoutWindow) || h.Stderr > errCap || h.Stdin > int(prm.stdinWindow) {
-			t.Errorf("holds %+v, windows: stdout %d, stderr %d, stdin %d", h, prm.stdoutWindow, errCap, prm.stdinWindow)
+			rep.Errorf("holds %+v, windows: stdout %d, stderr %d, stdin %d", h, prm.stdoutWindow, errCap, prm.stdinWindow)
 		}
 		if h.StdoutCap > 4*int(prm.stdoutWindow)+1024 || h.StderrCap > 4*errCap+1024 || h.StdinCap > 4*int(prm.stdinWindow)+1024 {
-			t.Errorf("holds %+v, windows: stdout %d, stderr %d, stdin %d", h, prm.stdoutWindow, errCap, prm.stdinWindow)
+			rep.Errorf("holds %+v, windows: stdout %d, stderr %d, stdin %d", h, prm.stdoutWindow, errCap, prm.stdinWindow)
 		}
 	}
 	client.SetFrameHook(p, checkHeld)
@@ -1113,7 +1161,7 @@ func runSession(t *testing.T, data []byte) {
 			waits = append(waits, waitResult{st, err})
 			waitMu.Unlock()
 		case c.Err() == nil || !errors.Is(err, c.Err()):
-			t.Errorf("Wait: %v", err)
+			rep.Errorf("Wait: %v", err)
 		}
 	}
 
@@ -1176,34 +1224,43 @@ func runSession(t *testing.T, data []byte) {
 				n, err := p.Stdin().WriteContext(c, streamBytes(stdinSeed, written, 1+int(op.a%64)))
 				written += int64(n)
 				if err != nil && !isTyped(err) && !errors.Is(err, client.ErrStdinClosed) && !errors.Is(err, c.Err()) {
-					t.Errorf("Write: %v", err)
+					rep.Errorf("Write: %v", err)
 				}
 			case opCloseStdin:
 				if err := p.Stdin().CloseContext(c); err != nil && !isTyped(err) && !errors.Is(err, c.Err()) {
-					t.Errorf("Close: %v", err)
+					rep.Errorf("Close: %v", err)
 				}
 			case opSignal:
 				sig := [...]frames.SignalName{frames.SIGINT, frames.SIGTERM, frames.SIGKILL}[op.a%3]
 				if _, err := p.Signal(c, sig); err != nil && !isTyped(err) && !errors.Is(err, c.Err()) {
-					t.Errorf("Signal: %v", err)
+					rep.Errorf("Signal: %v", err)
 				}
 			case opWait:
 				wait(c)
 			case opDestroy:
 				if err := p.Destroy(c); err != nil && !errors.Is(err, c.Err()) {
-					t.Errorf("Destroy: %v", err)
+					rep.Errorf("Destroy: %v", err)
 				}
 			}
 			if el := time.Since(start); el > callTimeout+sessionSlack {
-				t.Errorf("a call took %v, its deadline was %v", el, callTimeout)
+				rep.Errorf("a call took %v, its deadline was %v", el, callTimeout)
 			}
 			cancel()
 		}
 	}()
 
 	guard := time.NewTimer(sessionGuard)
+	live := false // the script ran out with the client attached and its handle going on
 	select {
 	case <-f.done:
+		f.mu.Lock()
+		live = f.synced && !f.withheld
+		f.mu.Unlock()
+		select {
+		case <-client.Ended(p):
+			live = false
+		default:
+		}
 	case <-client.Ended(p):
 	case <-guard.C:
 		t.Errorf("the session neither finished nor ended within %v", sessionGuard)
@@ -1258,7 +1315,18 @@ func runSession(t *testing.T, data []byte) {
 
 	f.mu.Lock()
 	outNext, eofs, errMax, errSent, finalClose := f.outNext, slices.Clone(f.eofs), f.errMax, slices.Clone(f.errSent), f.finalClose
+	eofValid := f.eofValid
 	f.mu.Unlock()
+	// A live client has every stdout byte sent, and the reader has read
+	// them, unless the Runner destroyed the process meanwhile.
+	if live && !errors.Is(readErr, client.ErrDestroyed) {
+		if int64(len(got)) != outNext {
+			t.Errorf("read %d stdout bytes of %d sent, then %v", len(got), outNext, readErr)
+		}
+		if eofValid && readErr != io.EOF {
+			t.Errorf("stdout_eof was sent at %d, stdout ended with %v", outNext, readErr)
+		}
+	}
 	if !isStderrOf(errGot, errSent) {
 		t.Errorf("stderr read is not bytes sent in offset order")
 	}
@@ -1294,7 +1362,7 @@ func runSession(t *testing.T, data []byte) {
 	defer dcancel()
 	timed(t, "Destroy", sessionGuard, func() {
 		if err := p.Destroy(dctx); err != nil {
-			t.Errorf("Destroy: %v", err)
+			rep.Errorf("Destroy: %v", err)
 		}
 	})
 	timed(t, "Wait after Destroy", 0, func() { wait(dctx) })
