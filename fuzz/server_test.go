@@ -763,8 +763,17 @@ func (c *hconn) ping() bool {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), c.r.deadline)
 	defer cancel()
+	// A read error (a reset) does not end a pending Ping: the reader's end
+	// must.
+	go func() {
+		select {
+		case <-c.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	err := c.ws.Ping(ctx)
-	if err != nil && ctx.Err() != nil {
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		c.r.stuck("%s: no pong", c.name)
 	}
 	if err == nil && c.verdict != 0 && !c.uncertain {
@@ -846,11 +855,16 @@ func (c *hconn) note(msg []byte, first bool) {
 		case *frames.Resume:
 			if p := r.prep; p != nil && p.is(f.ProcessID, f.Token) {
 				p.mu.Lock()
-				acked := p.acked
+				acked, end, concurrent := p.acked, int64(len(p.stream)), p.concurrent
 				p.mu.Unlock()
 				c.mu.Lock()
 				c.sh, c.targets = p, []*shadow{p}
 				c.outEnd, c.lastAck = f.StdoutReceived, acked
+				if !concurrent {
+					// stderr resumes from stderr_received, or from where
+					// the ring ends (the tee'd stdin) if that is less.
+					c.errEnd = min(f.StderrReceived, end)
+				}
 				c.mu.Unlock()
 				c.tentative = true
 			}
