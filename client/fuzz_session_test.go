@@ -108,33 +108,34 @@ type sessionOp struct{ code, a, b, c byte }
 
 // Script operations, chosen by code % len(sessionOps).
 const (
-	opStdout       = iota // valid stdout at the next offset
-	opStdoutBig           // valid stdout above max_data
-	opStdoutOff           // stdout at a wrong offset
-	opEOF                 // stdout_eof, mostly at the next offset
-	opStderr              // stderr, with jumps, overlaps and sizes
-	opExit                // exit, the same again or another
-	opCredit              // credit, valid or not
-	opSignaled            // signaled for a known or unknown id
-	opDestroyed           // destroyed for this or another id
-	opSessionFrame        // resumed, opened or a client frame in a session
-	opGarbage             // a line that does not decode
-	opBinary              // a binary message
-	opDrop                // the connection ends, abruptly or with a close code
-	opError               // an error frame
-	opOversize            // a message over MaxLine
-	opWrite               // Runner: write stdin
-	opCloseStdin          // Runner: close stdin
-	opSignal              // Runner: signal
-	opWait                // Runner: wait briefly
-	opSync                // ping: the client has handled every frame before
-	opRefuse              // the next dials get an HTTP error
-	opDestroy             // Runner: destroy
+	opStdout        = iota // valid stdout at the next offset
+	opStdoutBig            // valid stdout above max_data
+	opStdoutOff            // stdout at a wrong offset
+	opEOF                  // stdout_eof, mostly at the next offset
+	opStderr               // stderr, with jumps, overlaps and sizes
+	opExit                 // exit, the same again or another
+	opCredit               // credit, valid or not
+	opSignaled             // signaled for a known or unknown id
+	opDestroyed            // destroyed for this or another id
+	opSessionFrame         // resumed, opened or a client frame in a session
+	opGarbage              // a line that does not decode
+	opBinary               // a binary message
+	opDrop                 // the connection ends, abruptly or with a close code
+	opError                // an error frame
+	opOversize             // a message over MaxLine
+	opWrite                // Runner: write stdin
+	opCloseStdin           // Runner: close stdin
+	opSignal               // Runner: signal
+	opWait                 // Runner: wait briefly
+	opSync                 // ping: the client has handled every frame before
+	opRefuse               // the next dials get an HTTP error
+	opDestroy              // Runner: destroy
+	opDestroyAnswer        // the next first-frame destroys are answered wrongly
 )
 
 // sessionOps weighs the operations.
 var sessionOps = [...]int{
-	opStdout, opStdout, opStdout, opStdout, opStdout, opStdoutBig, opStdoutOff, opStdoutOff,
+	opStdout, opStdout, opStdout, opStdout, opDestroyAnswer, opStdoutBig, opStdoutOff, opStdoutOff,
 	opEOF, opEOF, opStderr, opStderr, opExit, opExit, opCredit, opCredit,
 	opSignaled, opDestroyed, opSessionFrame, opGarbage, opBinary, opDrop, opDrop, opDrop,
 	opError, opOversize, opWrite, opWrite, opWrite, opCloseStdin, opSignal, opSignal,
@@ -224,6 +225,8 @@ type sessionFake struct {
 	pos          int
 	refuse       int // dials still to refuse
 	refuseStatus int
+	badDestroys  int  // first-frame destroys still to answer wrongly
+	destroyMode  byte // how, see serveDestroy
 	opened       bool
 	outNext      int64      // end of the valid stdout sent
 	eofValid     bool       // a stdout_eof at outNext was sent
@@ -618,6 +621,10 @@ func (f *sessionFake) apply(fc *sessionConn, op sessionOp) bool {
 		ctx, cancel := context.WithTimeout(f.ctx, sessionGuard)
 		defer cancel()
 		return fc.ws.Ping(ctx) == nil
+	case opDestroyAnswer:
+		f.mu.Lock()
+		f.badDestroys, f.destroyMode = 1+int(b%3), a
+		f.mu.Unlock()
 	case opRefuse:
 		f.mu.Lock()
 		f.refuse = 1 + int(b%3)
@@ -866,6 +873,24 @@ func (f *sessionFake) serveDestroy(fc *sessionConn, d *frames.Destroy) {
 	}
 	f.mu.Lock()
 	fc.destroyed = true
+	if f.badDestroys > 0 {
+		f.badDestroys--
+		mode := f.destroyMode % 4
+		f.mu.Unlock()
+		switch mode {
+		case 0: // a refusal: the destroy settles with it
+			f.send(fc, &frames.Error{Code: frames.LifecycleConflict, Operation: "destroy_process", Actual: "process_busy"})
+		case 1: // the answer is lost
+			fc.ws.CloseNow()
+		case 2:
+			f.sendRaw(fc, websocket.MessageText, []byte("destroyed\n"))
+		case 3: // output still in flight, then the answer
+			f.send(fc, &frames.Stdout{Off: 1 << 40, Data: []byte("x")})
+			f.send(fc, &frames.Signaled{ID: 1 << 40, Result: frames.SignalDelivered})
+			f.send(fc, &frames.Destroyed{ProcessID: fakeID})
+		}
+		return
+	}
 	exit := f.destroyExitLocked()
 	if f.prm.badDestroyExit {
 		exit = &frames.Exit{Code: 77}
@@ -1238,7 +1263,9 @@ func runSession(t *testing.T, data []byte) {
 			case opWait:
 				wait(c)
 			case opDestroy:
-				if err := p.Destroy(c); err != nil && !errors.Is(err, c.Err()) {
+				var re *client.RemoteError
+				var pe *client.ProtocolError
+				if err := p.Destroy(c); err != nil && !errors.Is(err, c.Err()) && !errors.As(err, &re) && !errors.As(err, &pe) {
 					rep.Errorf("Destroy: %v", err)
 				}
 			}
@@ -1361,7 +1388,16 @@ func runSession(t *testing.T, data []byte) {
 	dctx, dcancel := context.WithTimeout(context.Background(), sessionGuard)
 	defer dcancel()
 	timed(t, "Destroy", sessionGuard, func() {
-		if err := p.Destroy(dctx); err != nil {
+		// A destroy answered with garbage fails; a later one tries again.
+		var err error
+		for range 5 {
+			var pe *client.ProtocolError
+			if err = p.Destroy(dctx); !errors.As(err, &pe) {
+				break
+			}
+		}
+		var re *client.RemoteError
+		if err != nil && !errors.As(err, &re) {
 			rep.Errorf("Destroy: %v", err)
 		}
 	})
@@ -1489,6 +1525,13 @@ func sessionSeeds() [][]byte {
 		sessionSeed(std, out(9), op(opSync, 0, 0, 0), drop(0), resumeAnswer(resReplayOffset, 1, 0)),
 		// dials refused, then answered
 		sessionSeed(std, op(opRefuse, 0, 2, 0), drop(0), faithful, eof),
+		// first-frame destroys refused, lost, answered with garbage, or
+		// after output
+		sessionSeed(std, op(opDestroyAnswer, 0, 0, 0), out(3), drop(3)),
+		sessionSeed(std, op(opDestroyAnswer, 1, 2, 0), out(3), drop(3)),
+		sessionSeed(std, op(opDestroyAnswer, 2, 1, 0), out(3), drop(3)),
+		sessionSeed(std, op(opDestroyAnswer, 3, 0, 0), drop(0), resumeAnswer(resError, 3, 0)),
+		sessionSeed([8]byte{8, 16, 64, 8, 100, 64, 0, 16}, op(opDestroyAnswer, 0, 0, 0), out(5), op(opDestroy, 0, 0, 0)),
 		// a bad exit answering the first-frame destroy
 		sessionSeed([8]byte{8, 16, 64, 8, 100, 4, 0, 16}, exit, drop(0), resumeAnswer(resError, 0, 0)),
 		// heartbeat, small stderr buffer

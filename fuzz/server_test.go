@@ -169,7 +169,8 @@ func (e *catExecutor) fail(msg string) { e.bad.CompareAndSwap(nil, &msg) }
 // catProcess is cat(1) in memory: stdin goes to stdout through a queue of
 // at most its stdin window, moving only while the stdout buffer has room,
 // and is copied to the stderr ring as it is pushed (a tee, so that stderr
-// carries checkable bytes). After CloseStdin and the queue drained, stdout
+// carries checkable bytes), a chunk each time the server looks at stdout.
+// After CloseStdin and the queue drained, stdout
 // ends and the exit is 0. Any signal kills it: stdout ends, queued and later
 // stdin is discarded and counted. Destroy kills it too but, like a pump
 // stopped by Destroy, does not end stdout. No goroutines.
@@ -190,6 +191,7 @@ type catProcess struct {
 	errRing   *replay.Ring
 	exit      bridge.ExitStatus
 	exited    bool
+	notedExit bool // Stdout notified the exit it caused
 }
 
 var _ server.Process = (*catProcess)(nil)
@@ -229,20 +231,24 @@ func (p *catProcess) PushStdin(b []byte) error {
 	default:
 		p.queue = append(p.queue, b...)
 		_, _ = p.errRing.Write(b)
-		p.flowLocked()
 	}
 	p.mu.Unlock()
 	p.changed()
 	return nil
 }
 
-// flowLocked moves what fits from the queue to stdout, and ends the
-// process once stdin is closed and drained.
+// catChunk is the most cat copies at a time: it consumes its stdin while
+// the server runs (each chunk notifies, and the server's next look at
+// stdout copies the next one), not all at once.
+const catChunk = 97
+
+// flowLocked moves the next chunk that fits from the queue to stdout, and
+// ends the process once stdin is closed and drained.
 func (p *catProcess) flowLocked() {
 	if p.dead || p.exited {
 		return
 	}
-	if n := p.out.Append(p.queue); n > 0 {
+	if n := p.out.Append(p.queue[:min(len(p.queue), catChunk)]); n > 0 {
 		p.queue = p.queue[n:]
 		p.consumed += int64(n)
 	}
@@ -296,7 +302,8 @@ func (p *catProcess) Stdout(fn func(*replay.Buffer)) {
 	end := p.out.End()
 	fn(p.out)
 	p.flowLocked()
-	grew := p.out.End() != end
+	grew := p.out.End() != end || p.exited && !p.notedExit
+	p.notedExit = p.exited
 	p.mu.Unlock()
 	if grew {
 		p.changed()
