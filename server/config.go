@@ -52,7 +52,9 @@ type Config struct {
 	// "Authorization: Bearer <Token>"; it is compared in constant time and a
 	// missing or wrong token is answered 401 before the upgrade. Empty
 	// disables authentication: then listen on loopback only
-	// (CheckListenAddr); a peer whose address is not loopback gets 403.
+	// (CheckListenAddr), and only requests from this machine are served
+	// (PROTOCOL.md §1): a peer address, Host or Origin that is not loopback,
+	// or a Forwarded, X-Forwarded-For or X-Real-IP header, gets 403.
 	Token string
 
 	// OriginPatterns are host patterns (path.Match syntax) whose Origin is

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -83,15 +85,17 @@ func New(cfg Config) (*Server, error) {
 // ServeHTTP authenticates the request, upgrades it to a WebSocket with the
 // procwire.v1 subprotocol and serves the connection until it ends. A missing
 // or wrong bearer token is answered 401 before the upgrade; a foreign Origin,
-// or without a token a peer off this machine, 403; a shutting-down server
-// 503; a connection that did not negotiate procwire.v1 is closed with 1002.
+// or without a token a request not from this machine (notLocal), 403; a
+// shutting-down server 503; a connection that did not negotiate procwire.v1 is closed with 1002.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Token == "" && !loopbackPeer(r.RemoteAddr) {
+	if s.cfg.Token == "" {
 		// Without a token only this machine may connect (PROTOCOL.md §1),
 		// even if the listener was not checked with CheckListenAddr.
-		http.Error(w, "a server without a token serves loopback only", http.StatusForbidden)
-		s.log.Info("connection refused", "remote", r.RemoteAddr, "reason", "not loopback")
-		return
+		if why := notLocal(r); why != "" {
+			http.Error(w, "a server without a token serves this machine only: "+why, http.StatusForbidden)
+			s.log.Info("connection refused", "remote", r.RemoteAddr, "reason", why)
+			return
+		}
 	}
 	if !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="procwire"`)
@@ -140,6 +144,50 @@ func (s *Server) authorized(r *http.Request) bool {
 	}
 	got := sha256.Sum256([]byte(h[len(scheme):]))
 	return subtle.ConstantTimeCompare(got[:], s.tokenSum[:]) == 1
+}
+
+// forwardingHeaders mark a request relayed by a proxy, whose peer address
+// is the proxy's and says nothing about where the request came from.
+var forwardingHeaders = [...]string{"Forwarded", "X-Forwarded-For", "X-Real-IP"}
+
+// notLocal says why a request to a server without a token does not come
+// from this machine, or "" when it does: the peer address is loopback, the
+// Host names loopback (so a DNS-rebound name is refused), no proxy relayed
+// it, and a browser's Origin, if any, is a loopback page.
+func notLocal(r *http.Request) string {
+	if !loopbackPeer(r.RemoteAddr) {
+		return "peer address not loopback"
+	}
+	if !loopbackHost(r.Host) {
+		return "Host not loopback"
+	}
+	for _, h := range forwardingHeaders {
+		if _, ok := r.Header[http.CanonicalHeaderKey(h)]; ok {
+			return "forwarded by a proxy (" + h + ")"
+		}
+	}
+	if origin, ok := r.Header["Origin"]; ok {
+		u, err := url.Parse(strings.Join(origin, ","))
+		if err != nil || u.Host == "" || !loopbackHost(u.Host) {
+			return "Origin not loopback"
+		}
+	}
+	return ""
+}
+
+// loopbackHost reports whether host, a Host header or URL authority with or
+// without a port, is "localhost" or a loopback IP address.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else {
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
 // loopbackPeer reports whether a request's RemoteAddr is not an IP address

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -181,36 +183,126 @@ func TestClampWindow(t *testing.T) {
 	require.Equal(t, 1000, clampWindow(1<<30, 100, 1000))
 }
 
-func TestNoTokenServesLoopbackOnly(t *testing.T) {
+func TestNoTokenServesThisMachineOnly(t *testing.T) {
 	s, err := New(Config{})
 	require.NoError(t, err)
-	for remote, ok := range map[string]bool{
-		"10.1.2.3:5000":          false,
-		"[2001:db8::1]:5000":     false,
-		"127.0.0.1:5000":         true,
-		"[::1]:5000":             true,
-		"[::ffff:127.0.0.1]:500": true,
-		"@":                      true, // a Unix socket
+	for _, tc := range []struct {
+		name, remote, host string
+		header             http.Header
+		ok                 bool
+	}{
+		{"remote IPv4", "10.1.2.3:5000", "127.0.0.1:80", nil, false},
+		{"remote IPv6", "[2001:db8::1]:5000", "127.0.0.1:80", nil, false},
+		{"loopback", "127.0.0.1:5000", "127.0.0.1:8080", nil, true},
+		{"loopback IPv6", "[::1]:5000", "[::1]:8080", nil, true},
+		{"mapped loopback", "[::ffff:127.0.0.1]:500", "127.0.0.2", nil, true},
+		{"unix socket", "@", "localhost", nil, true},
+		{"localhost", "127.0.0.1:5000", "localhost:8080", nil, true},
+		{"LOCALHOST without port", "127.0.0.1:5000", "LOCALHOST", nil, true},
+		{"IPv6 without port", "127.0.0.1:5000", "[::1]", nil, true},
+		{"rebinding host", "127.0.0.1:5000", "rebind.example:8080", nil, false},
+		{"rebinding host with matching origin", "127.0.0.1:5000", "rebind.example:8080",
+			http.Header{"Origin": {"http://rebind.example:8080"}}, false},
+		{"localhost subdomain", "127.0.0.1:5000", "localhost.evil.example", nil, false},
+		{"non-loopback address host", "127.0.0.1:5000", "10.0.0.1:8080", nil, false},
+		{"foreign origin", "127.0.0.1:5000", "127.0.0.1:8080",
+			http.Header{"Origin": {"https://evil.example"}}, false},
+		{"null origin", "127.0.0.1:5000", "127.0.0.1:8080",
+			http.Header{"Origin": {"null"}}, false},
+		{"loopback origin", "127.0.0.1:5000", "127.0.0.1:8080",
+			http.Header{"Origin": {"http://127.0.0.1:8080"}}, true},
+		{"Forwarded", "127.0.0.1:5000", "127.0.0.1:8080",
+			http.Header{"Forwarded": {"for=192.0.2.60"}}, false},
+		{"X-Forwarded-For", "127.0.0.1:5000", "127.0.0.1:8080",
+			http.Header{"X-Forwarded-For": {"192.0.2.60"}}, false},
+		{"X-Real-IP", "127.0.0.1:5000", "127.0.0.1:8080",
+			http.Header{"X-Real-Ip": {"192.0.2.60"}}, false},
+		{"empty X-Forwarded-For", "127.0.0.1:5000", "127.0.0.1:8080",
+			http.Header{"X-Forwarded-For": {""}}, false},
 	} {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
-		r.RemoteAddr = remote
+		r.RemoteAddr = tc.remote
+		r.Host = tc.host
+		for k, v := range tc.header {
+			r.Header[k] = v
+		}
 		w := httptest.NewRecorder()
 		s.ServeHTTP(w, r)
-		if ok {
-			// Past the check: refused by the upgrade, not the address.
-			require.NotEqual(t, http.StatusForbidden, w.Code, remote)
+		if tc.ok {
+			// Past the check: refused by the upgrade, not by the rule.
+			require.NotEqual(t, http.StatusForbidden, w.Code, tc.name)
 		} else {
-			require.Equal(t, http.StatusForbidden, w.Code, remote)
+			require.Equal(t, http.StatusForbidden, w.Code, tc.name)
 		}
 	}
 
-	// With a token any address may try.
+	// With a token any address and Host may try; the Origin rule stays.
 	s, err = New(Config{Token: "t"})
 	require.NoError(t, err)
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.RemoteAddr = "10.1.2.3:5000"
+	r.Host = "procwire.example"
 	r.Header.Set("Authorization", "Bearer t")
+	r.Header.Set("X-Forwarded-For", "192.0.2.60")
 	w := httptest.NewRecorder()
 	s.ServeHTTP(w, r)
 	require.NotEqual(t, http.StatusForbidden, w.Code)
+}
+
+// TestNoTokenOverLoopback dials a server without a token the way a local
+// client does, then the ways a browser page or a proxy would.
+func TestNoTokenOverLoopback(t *testing.T) {
+	srv, err := New(Config{})
+	require.NoError(t, err)
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		require.NoError(t, srv.Close())
+		ts.Close()
+	})
+	// A DNS-rebound name resolves to the server: dial the listener whatever
+	// the URL's host.
+	addr := ts.Listener.Addr().String()
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}}
+	t.Cleanup(client.CloseIdleConnections)
+	dialHost := func(host string, header http.Header) (*websocket.Conn, *http.Response, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+		defer cancel()
+		ws, resp, err := websocket.Dial(ctx, "ws://"+host+"/", &websocket.DialOptions{
+			HTTPClient: client, HTTPHeader: header, Subprotocols: []string{frames.Subprotocol}})
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close()
+		}
+		return ws, resp, err
+	}
+	dial := func(header http.Header) (*websocket.Conn, *http.Response, error) { return dialHost(addr, header) }
+
+	ws, _, err := dial(nil)
+	require.NoError(t, err)
+	p := &peer{t: t, ws: ws}
+	p.send(openFrame("inst-local", "echo", "local"))
+	nextOf[*frames.Opened](p)
+	require.Equal(t, "local\n", string(p.collect(true).stdout))
+	ws.CloseNow()
+
+	_, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, host string
+		header     http.Header
+	}{
+		{"rebinding Host", "rebind.example:" + port, nil},
+		{"rebinding Host and Origin", "rebind.example:" + port, http.Header{"Origin": {"http://rebind.example:" + port}}},
+		{"foreign Origin", addr, http.Header{"Origin": {"https://evil.example"}}},
+		{"X-Forwarded-For", addr, http.Header{"X-Forwarded-For": {"192.0.2.60"}}},
+		{"Forwarded", addr, http.Header{"Forwarded": {"for=192.0.2.60"}}},
+		{"X-Real-IP", addr, http.Header{"X-Real-IP": {"192.0.2.60"}}},
+	} {
+		_, resp, err := dialHost(tc.host, tc.header)
+		require.Error(t, err, tc.name)
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, tc.name)
+	}
 }
