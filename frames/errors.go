@@ -26,6 +26,7 @@ const (
 	KindBadEnvKey      Kind = "bad_env_key"      // an environment key not matching ^[A-Za-z_][A-Za-z0-9_]*$
 	KindBadSignal      Kind = "bad_signal"       // a signal name outside its frame's vocabulary
 	KindBadExit        Kind = "bad_exit"         // exit with both or neither of code and signal
+	KindBadDestroy     Kind = "bad_destroy"      // destroy naming its process by both process_id/token and instance_id/open_key
 	KindBadTimestamp   Kind = "bad_timestamp"    // not canonical UTC ISO-8601 with milliseconds
 	KindBadDigest      Kind = "bad_digest"       // not sha256: and 64 lowercase hex digits
 	KindBadValue       Kind = "bad_value"        // a value outside its vocabulary or pattern
@@ -37,7 +38,7 @@ func Kinds() []Kind {
 		KindLineTooLong, KindSyntax, KindTrailingData, KindDuplicateKey,
 		KindCaseVariantKey, KindUnknownType, KindMissingField, KindUnknownField,
 		KindWrongType, KindBadInteger, KindBadBase64, KindOutOfBounds,
-		KindNulByte, KindBadEnvKey, KindBadSignal, KindBadExit,
+		KindNulByte, KindBadEnvKey, KindBadSignal, KindBadExit, KindBadDestroy,
 		KindBadTimestamp, KindBadDigest, KindBadValue,
 	}
 }
@@ -56,7 +57,7 @@ type DecodeError struct {
 	Frame string
 	// Field is the dotted path of the offending field ("off",
 	// "request.arguments", "evidence.started_at"), or "" for the whole line
-	// (syntax, trailing_data, line_too_long) or frame (bad_exit). For an
+	// (syntax, trailing_data, line_too_long) or frame (bad_exit, bad_destroy). For an
 	// unknown, case-variant or repeated key it is the path of that key as
 	// sent. Entries of request.arguments and request.environment are
 	// reported as the collection; Detail names the index or key.
@@ -140,6 +141,7 @@ var (
 	ErrBadEnvKey      = &DecodeError{Kind: KindBadEnvKey}
 	ErrBadSignal      = &DecodeError{Kind: KindBadSignal}
 	ErrBadExit        = &DecodeError{Kind: KindBadExit}
+	ErrBadDestroy     = &DecodeError{Kind: KindBadDestroy}
 	ErrBadTimestamp   = &DecodeError{Kind: KindBadTimestamp}
 	ErrBadDigest      = &DecodeError{Kind: KindBadDigest}
 	ErrBadValue       = &DecodeError{Kind: KindBadValue}

@@ -113,8 +113,9 @@ var (
 
 // Field indexes that the cross-field rules refer to.
 const (
-	exitCode, exitSignal       = 1, 2
-	destroyProcess, destroyTok = 1, 2
+	exitCode, exitSignal        = 1, 2
+	destroyProcess, destroyTok  = 1, 2
+	destroyInstance, destroyKey = 3, 4
 )
 
 // schemas holds every frame's table, indexed by Type.
@@ -123,7 +124,8 @@ var schemas = [...]*schema{
 		str("instance_id", rInstanceID, true),
 		object("request", requestSchema, true),
 		intIn("stdout_window", false, MinWindow, MaxWindow),
-		intIn("stdin_window", false, MinWindow, MaxWindow)),
+		intIn("stdin_window", false, MinWindow, MaxWindow),
+		str("open_key", rToken, false)),
 	TypeResume: frame(TypeResume,
 		str("process_id", rProcessID, true),
 		str("token", rToken, true),
@@ -137,7 +139,9 @@ var schemas = [...]*schema{
 		str("signal", rSignal, true)),
 	TypeDestroy: frame(TypeDestroy,
 		str("process_id", rProcessID, false),
-		str("token", rToken, false)),
+		str("token", rToken, false),
+		str("instance_id", rInstanceID, false),
+		str("open_key", rToken, false)),
 	TypeOpened: frame(TypeOpened,
 		str("process_id", rProcessID, true),
 		str("token", rToken, true),
@@ -173,7 +177,8 @@ var schemas = [...]*schema{
 		str("requirement", rText, false),
 		str("reason", rText, false),
 		str("message", rText, false),
-		object("gap", gapSchema, false)),
+		object("gap", gapSchema, false),
+		intIn("id", false, 1, math.MaxInt64)),
 }
 
 // typeByName maps a wire type name to its Type.
@@ -277,6 +282,16 @@ func (s *schema) onKey(seen uint32, i int) *DecodeError {
 	if s.typ == TypeExit && (i == exitCode && seen&(1<<exitSignal) != 0 || i == exitSignal && seen&(1<<exitCode) != 0) {
 		return &DecodeError{Kind: KindBadExit, Detail: "both code and signal"}
 	}
+	if s.typ == TypeDestroy {
+		byProcess := seen&(1<<destroyProcess|1<<destroyTok) != 0
+		byKey := seen&(1<<destroyInstance|1<<destroyKey) != 0
+		switch {
+		case (i == destroyProcess || i == destroyTok) && byKey:
+			return &DecodeError{Kind: KindBadDestroy, Detail: s.fields[i].name + " with instance_id/open_key"}
+		case (i == destroyInstance || i == destroyKey) && byProcess:
+			return &DecodeError{Kind: KindBadDestroy, Detail: s.fields[i].name + " with process_id/token"}
+		}
+	}
 	return nil
 }
 
@@ -303,6 +318,13 @@ func (s *schema) atEnd(obj fielder, seen uint32, parent string) *DecodeError {
 		}
 		if t && !p {
 			return missing("process_id", "token without process_id")
+		}
+		n, k := seen&(1<<destroyInstance) != 0, seen&(1<<destroyKey) != 0
+		if n && !k {
+			return missing("open_key", "instance_id without open_key")
+		}
+		if k && !n {
+			return missing("instance_id", "open_key without instance_id")
 		}
 	case TypeError:
 		e := obj.(*Error)
@@ -406,7 +428,7 @@ func validUTF8[T ~string | ~[]byte](s T) bool { return utf8.ValidString(string(s
 // type member of a frame.
 
 func (f *Open) field(i int) any {
-	return [...]any{nil, &f.InstanceID, &f.Request, &f.StdoutWindow, &f.StdinWindow}[i]
+	return [...]any{nil, &f.InstanceID, &f.Request, &f.StdoutWindow, &f.StdinWindow, &f.OpenKey}[i]
 }
 func (f *Resume) field(i int) any {
 	return [...]any{nil, &f.ProcessID, &f.Token, &f.StdoutReceived, &f.StderrReceived}[i]
@@ -415,7 +437,9 @@ func (f *Stdin) field(i int) any      { return [...]any{nil, &f.Off, &f.Data}[i]
 func (f *StdinClose) field(i int) any { return [...]any{nil, &f.Off}[i] }
 func (f *Ack) field(i int) any        { return [...]any{nil, &f.Stdout}[i] }
 func (f *Signal) field(i int) any     { return [...]any{nil, &f.ID, &f.Signal}[i] }
-func (f *Destroy) field(i int) any    { return [...]any{nil, &f.ProcessID, &f.Token}[i] }
+func (f *Destroy) field(i int) any {
+	return [...]any{nil, &f.ProcessID, &f.Token, &f.InstanceID, &f.OpenKey}[i]
+}
 func (f *Opened) field(i int) any {
 	return [...]any{nil, &f.ProcessID, &f.Token, &f.Evidence, &f.StdinLimit, &f.StdoutWindow,
 		&f.StderrWindow, &f.GraceMS, &f.HeartbeatMS, &f.ExitWaitMS, &f.MaxData}[i]
@@ -432,7 +456,7 @@ func (f *Signaled) field(i int) any  { return [...]any{nil, &f.ID, &f.Result}[i]
 func (f *Destroyed) field(i int) any { return [...]any{nil, &f.ProcessID}[i] }
 func (f *Error) field(i int) any {
 	return [...]any{nil, &f.Code, &f.Operation, &f.Expected, &f.Actual, &f.Requirement,
-		&f.Reason, &f.Message, &f.Gap}[i]
+		&f.Reason, &f.Message, &f.Gap, &f.ID}[i]
 }
 func (r *ProcessRequest) field(i int) any {
 	return [...]any{&r.Executable, &r.Arguments, &r.WorkingDirectory, &r.Environment}[i]

@@ -111,6 +111,13 @@ type Open struct {
 	// takes the server's default. The server may grant less.
 	StdoutWindow int64
 	StdinWindow  int64
+	// OpenKey, when set, makes the open idempotent: 64 lowercase hex digits
+	// (256 random bits) chosen by the client and kept secret like a token.
+	// An open repeated with the same InstanceID and OpenKey while its process
+	// lives answers opened again for that process instead of starting
+	// another; a Destroy may name the process by InstanceID and OpenKey.
+	// Empty (absent) means an open that is not repeatable.
+	OpenKey string
 }
 
 // Resume re-attaches a detached process. First frame of a connection.
@@ -158,11 +165,17 @@ type Signal struct {
 	Signal SignalName
 }
 
-// Destroy tears the process down. Inside a session both fields are empty;
-// as the first frame of a connection both are required.
+// Destroy tears the process down. Inside a session every field is empty.
+// As the first frame of a connection it names the process by exactly one
+// pair: ProcessID and Token, or InstanceID and OpenKey (the key of the open
+// that started it, for a client that never received opened). Half a pair
+// is a missing_field error, fields of both pairs bad_destroy.
 type Destroy struct {
 	ProcessID string
 	Token     string
+	// InstanceID and OpenKey name the process by the open that started it.
+	InstanceID string
+	OpenKey    string
 }
 
 // Evidence is the contract's SandboxProcessEvidence: authored by the server,
@@ -292,6 +305,8 @@ type Error struct {
 	Reason      string
 	Message     string
 	Gap         *Gap
+	// ID, when not 0, is the id of the signal frame this error answers.
+	ID int64
 }
 
 // Type returns TypeOpen.

@@ -69,6 +69,9 @@ func openedWith(evidence string) string {
 
 const tok = "3b0e8c1d2f4a6b8c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c"
 
+// openKey is an open_key of the vectors: the same pattern as a token.
+const openKey = "c0ffee00112233445566778899aabbccddeeff00112233445566778899aabbcc"
+
 func validLines() []string {
 	v := []string{
 		// open
@@ -79,6 +82,8 @@ func validLines() []string {
 		openWith(`"echo"`, `["`+strings.Repeat("z", 65536)+`"]`, `"/"`, `{}`),
 		openWith(`"`+strings.Repeat("e", 4096)+`"`, `[]`, `"/`+strings.Repeat("d", 4095)+`"`, envN(4096)),
 		`{"type":"open","instance_id":"A.b_c:d-9","request":{"executable":"cat","arguments":[],"working_directory":"/","environment":{"BIG":"` + strings.Repeat("v", 1<<20-3) + `"}}}`,
+		`{"type":"open","instance_id":"inst-1","request":{"executable":"cat","arguments":[],"working_directory":"/tmp","environment":{}},"stdout_window":4194304,"stdin_window":65536,"open_key":"` + openKey + `"}`,
+		`{"type":"open","instance_id":"inst-1","request":{"executable":"cat","arguments":[],"working_directory":"/tmp","environment":{}},"open_key":"` + strings.Repeat("0", 64) + `"}`,
 		// resume
 		`{"type":"resume","process_id":"8f3a0c1e5b7d49a2b6c4e0f1a2b3c4d5","token":"` + tok + `","stdout_received":1048576,"stderr_received":12}`,
 		`{"type":"resume","process_id":"00000000000000000000000000000000","token":"` + tok + `","stdout_received":0}`,
@@ -97,6 +102,7 @@ func validLines() []string {
 		`{"type":"signal","id":` + maxInt + `,"signal":"SIGKILL"}`,
 		`{"type":"destroy"}`,
 		`{"type":"destroy","process_id":"8f3a0c1e5b7d49a2b6c4e0f1a2b3c4d5","token":"` + tok + `"}`,
+		`{"type":"destroy","instance_id":"inst-1","open_key":"` + openKey + `"}`,
 		// server to client
 		openedWith(evidenceJSON),
 		`{"type":"opened","process_id":"ffffffffffffffffffffffffffffffff","token":"` + strings.Repeat("0", 64) + `","evidence":` +
@@ -122,6 +128,9 @@ func validLines() []string {
 		`{"type":"error","code":"SandboxOperationFailed","operation":"resume_process","reason":"replay_gap","gap":{"requested":0,"oldest":4096}}`,
 		`{"type":"error","code":"SandboxOperationFailed","operation":"open_process","reason":"executable_not_found","message":"exec: \"nope\": not found\n\tat /usr/bin ✗"}`,
 		`{"type":"error","code":"SandboxCapabilityUnavailable","requirement":"process_groups"}`,
+		`{"type":"error","code":"SandboxOperationFailed","operation":"signal_process","reason":"signal_failed","message":"operation not permitted","id":3}`,
+		`{"type":"error","code":"SandboxOperationFailed","operation":"write_stdin","reason":"stdin_failed","id":` + maxInt + `}`,
+		`{"type":"error","code":"SandboxLifecycleConflict","operation":"open_process","expected":"running","actual":"process_destroyed"}`,
 	}
 	for _, s := range exitSignalNames {
 		v = append(v, `{"type":"exit","signal":"`+s+`"}`)
@@ -136,7 +145,7 @@ func validLines() []string {
 		}
 		v = append(v, `{"type":"error","code":"`+c+`"}`)
 	}
-	v = append(v, `{"type":"error","code":"SandboxInstanceNotFound","operation":"open_process","expected":"e","actual":"a","requirement":"r","reason":"r","message":"`+strings.Repeat("m", 4096)+`","gap":{"requested":`+maxInt+`,"oldest":0}}`)
+	v = append(v, `{"type":"error","code":"SandboxInstanceNotFound","operation":"open_process","expected":"e","actual":"a","requirement":"r","reason":"r","message":"`+strings.Repeat("m", 4096)+`","gap":{"requested":`+maxInt+`,"oldest":0},"id":1}`)
 	return v
 }
 
@@ -238,6 +247,9 @@ func invalidVectors() []invalidVector {
 		inv("missing_field.resume.token", `{"type":"resume","process_id":`+pidOK+`,"stdout_received":0}`, "resume", "token", frames.KindMissingField),
 		inv("missing_field.destroy.token", `{"type":"destroy","process_id":`+pidOK+`}`, "destroy", "token", frames.KindMissingField),
 		inv("missing_field.destroy.process_id", `{"type":"destroy","token":"`+tok+`"}`, "destroy", "process_id", frames.KindMissingField),
+		inv("missing_field.destroy.open_key", `{"type":"destroy","instance_id":"inst-1"}`, "destroy", "open_key", frames.KindMissingField),
+		inv("missing_field.destroy.instance_id", `{"type":"destroy","open_key":"`+openKey+`"}`, "destroy", "instance_id", frames.KindMissingField),
+		inv("missing_field.destroy.key_before_trailing_data", `{"type":"destroy","open_key":"`+openKey+`"} `, "destroy", "instance_id", frames.KindMissingField),
 		inv("missing_field.error.code", errFrame(`"message":"x"`), "error", "code", frames.KindMissingField),
 		inv("missing_field.error.lifecycle_conflict.actual", errFrame(`"code":"SandboxLifecycleConflict","operation":"open_process"`), "error", "actual", frames.KindMissingField),
 		inv("missing_field.error.lifecycle_conflict.operation", errFrame(`"code":"SandboxLifecycleConflict","actual":"process_not_found"`), "error", "operation", frames.KindMissingField),
@@ -257,6 +269,9 @@ func invalidVectors() []invalidVector {
 		inv("unknown_field.gap", errFrame(`"code":"SandboxOperationFailed","operation":"resume_process","reason":"replay_gap","gap":{"requested":0,"oldest":1,"newest":2}`), "error", "gap.newest", frames.KindUnknownField),
 		inv("unknown_field.evidence", openedWith(strings.Replace(evidenceJSON, `{`, `{"signature":"x",`, 1)), "opened", "evidence.signature", frames.KindUnknownField),
 		inv("unknown_field.exit_status", `{"type":"exit","status":0}`, "exit", "status", frames.KindUnknownField),
+		inv("unknown_field.resume_open_key", `{"type":"resume","process_id":`+pidOK+`,"token":"`+tok+`","stdout_received":0,"open_key":"`+openKey+`"}`, "resume", "open_key", frames.KindUnknownField),
+		inv("unknown_field.signaled_error_id", `{"type":"signaled","id":1,"result":"delivered","error_id":1}`, "signaled", "error_id", frames.KindUnknownField),
+		inv("case_variant_key.open_key", strings.TrimSuffix(okOpen, "}")+`,"Open_Key":"`+openKey+`"}`, "open", "Open_Key", frames.KindCaseVariantKey),
 
 		// wrong_type
 		inv("wrong_type.type_number", `{"type":5}`, "", "type", frames.KindWrongType),
@@ -335,6 +350,10 @@ func invalidVectors() []invalidVector {
 		inv("out_of_bounds.error_operation_empty", errFrame(`"code":"SandboxLifecycleConflict","operation":"","actual":"a"`), "error", "operation", frames.KindOutOfBounds),
 		inv("out_of_bounds.evidence_provider_empty", evidence("provider", `""`), "opened", "evidence.provider", frames.KindOutOfBounds),
 		inv("out_of_bounds.before_bad_exit", `{"type":"exit","code":300,"signal":"SIGX"}`, "exit", "code", frames.KindOutOfBounds),
+		inv("out_of_bounds.error_id_0", errFrame(`"code":"SandboxFileTooLarge","id":0`), "error", "id", frames.KindOutOfBounds),
+		inv("bad_integer.error_id_negative", errFrame(`"code":"SandboxFileTooLarge","id":-1`), "error", "id", frames.KindBadInteger),
+		inv("wrong_type.error_id_string", errFrame(`"code":"SandboxFileTooLarge","id":"1"`), "error", "id", frames.KindWrongType),
+		inv("wrong_type.open_key_number", strings.TrimSuffix(okOpen, "}")+`,"open_key":1}`, "open", "open_key", frames.KindWrongType),
 
 		// nul_byte
 		inv("nul_byte.argument", args(`["a\u0000b"]`), "open", "request.arguments", frames.KindNulByte),
@@ -373,6 +392,19 @@ func invalidVectors() []invalidVector {
 		inv("bad_exit.both_signal_first", `{"type":"exit","signal":"SIGKILL","code":137}`, "exit", "", frames.KindBadExit),
 		inv("bad_exit.at_key_before_value", `{"type":"exit","code":0,"signal":"SIGX"}`, "exit", "", frames.KindBadExit),
 
+		// bad_destroy: a destroy names its process by one pair, process_id
+		// and token or instance_id and open_key; a key of one pair after a key
+		// of the other is refused at that key, before its value is read.
+		inv("bad_destroy.both_pairs", `{"type":"destroy","process_id":`+pidOK+`,"token":"`+tok+`","instance_id":"inst-1","open_key":"`+openKey+`"}`, "destroy", "", frames.KindBadDestroy),
+		inv("bad_destroy.key_pair_first", `{"type":"destroy","instance_id":"inst-1","open_key":"`+openKey+`","process_id":`+pidOK+`,"token":"`+tok+`"}`, "destroy", "", frames.KindBadDestroy),
+		inv("bad_destroy.process_id_and_open_key", `{"type":"destroy","process_id":`+pidOK+`,"open_key":"`+openKey+`"}`, "destroy", "", frames.KindBadDestroy),
+		inv("bad_destroy.instance_id_and_token", `{"type":"destroy","instance_id":"inst-1","token":"`+tok+`"}`, "destroy", "", frames.KindBadDestroy),
+		inv("bad_destroy.at_key_before_value", `{"type":"destroy","open_key":"`+openKey+`","token":"nothex"}`, "destroy", "", frames.KindBadDestroy),
+		inv("bad_destroy.before_missing_field", `{"type":"destroy","token":"`+tok+`","instance_id":"inst-1"}`, "destroy", "", frames.KindBadDestroy),
+		inv("bad_destroy.type_last", `{"process_id":`+pidOK+`,"instance_id":"inst-1","type":"destroy"}`, "destroy", "", frames.KindBadDestroy),
+		inv("bad_value.before_bad_destroy", `{"type":"destroy","process_id":"XYZ","open_key":"`+openKey+`"}`, "destroy", "process_id", frames.KindBadValue),
+		inv("duplicate_key.before_bad_destroy", `{"type":"destroy","instance_id":"inst-1","instance_id":"inst-1","token":"`+tok+`"}`, "destroy", "instance_id", frames.KindDuplicateKey),
+
 		// bad_timestamp
 		inv("bad_timestamp.february_30", evidence("started_at", `"2026-02-30T00:00:00.000Z"`), "opened", "evidence.started_at", frames.KindBadTimestamp),
 		inv("bad_timestamp.february_29_common_year", evidence("started_at", `"2026-02-29T00:00:00.000Z"`), "opened", "evidence.started_at", frames.KindBadTimestamp),
@@ -408,6 +440,11 @@ func invalidVectors() []invalidVector {
 		inv("bad_value.wire_revision", evidence("wire_revision", `"procwire.v2"`), "opened", "evidence.wire_revision", frames.KindBadValue),
 		inv("bad_value.evidence_instance_id", evidence("instance_id", `"a b"`), "opened", "evidence.instance_id", frames.KindBadValue),
 		inv("bad_value.evidence_working_directory", evidence("working_directory", `"."`), "opened", "evidence.working_directory", frames.KindBadValue),
+		inv("bad_value.open_key_uppercase", strings.TrimSuffix(okOpen, "}")+`,"open_key":"`+strings.ToUpper(openKey)+`"}`, "open", "open_key", frames.KindBadValue),
+		inv("bad_value.open_key_63", strings.TrimSuffix(okOpen, "}")+`,"open_key":"`+openKey[:63]+`"}`, "open", "open_key", frames.KindBadValue),
+		inv("bad_value.open_key_empty", strings.TrimSuffix(okOpen, "}")+`,"open_key":""}`, "open", "open_key", frames.KindBadValue),
+		inv("bad_value.destroy_open_key", `{"type":"destroy","instance_id":"inst-1","open_key":"`+openKey+`0"}`, "destroy", "open_key", frames.KindBadValue),
+		inv("bad_value.destroy_instance_id", `{"type":"destroy","instance_id":"a b","open_key":"`+openKey+`"}`, "destroy", "instance_id", frames.KindBadValue),
 	}
 	return v
 }
@@ -423,6 +460,9 @@ func noncanonicalVectors() []noncanonicalVector {
 		{"optional_zero_dropped", `{"type":"resume","process_id":"8f3a0c1e5b7d49a2b6c4e0f1a2b3c4d5","token":"` + tok + `","stdout_received":0,"stderr_received":0}`, `{"type":"resume","process_id":"8f3a0c1e5b7d49a2b6c4e0f1a2b3c4d5","token":"` + tok + `","stdout_received":0}`},
 		{"exit_signal_before_type", `{"signal":"SIGKILL","type":"exit"}`, `{"type":"exit","signal":"SIGKILL"}`},
 		{"request_members_reordered", `{"request":{"environment":{},"working_directory":"/","arguments":[ ],"executable":"cat"},"instance_id":"i","type":"open"}`, `{"type":"open","instance_id":"i","request":{"executable":"cat","arguments":[],"working_directory":"/","environment":{}}}`},
+		{"open_key_first", `{"open_key":"` + openKey + `","stdin_window":65536,"type":"open","instance_id":"i","request":{"executable":"cat","arguments":[],"working_directory":"/","environment":{}}}`, `{"type":"open","instance_id":"i","request":{"executable":"cat","arguments":[],"working_directory":"/","environment":{}},"stdin_window":65536,"open_key":"` + openKey + `"}`},
+		{"destroy_key_pair_reordered", `{"open_key":"` + openKey + `", "instance_id":"inst-1","type":"destroy"}`, `{"type":"destroy","instance_id":"inst-1","open_key":"` + openKey + `"}`},
+		{"error_id_first", `{"id":7,"type":"error","reason":"signal_failed","operation":"signal_process","code":"SandboxOperationFailed"}`, `{"type":"error","code":"SandboxOperationFailed","operation":"signal_process","reason":"signal_failed","id":7}`},
 		{"escaped_control_uppercase_hex", `{"type":"open","instance_id":"i","request":{"executable":"cat","arguments":["\u001B\u0008"],"working_directory":"/","environment":{}}}`, `{"type":"open","instance_id":"i","request":{"executable":"cat","arguments":["\u001b\b"],"working_directory":"/","environment":{}}}`},
 	}
 }

@@ -318,7 +318,7 @@ func frameFrom(kind uint8, a, b int64, s1, s2, s3 string, data []byte) frames.Fr
 	switch frames.Type(kind%17 + 1) {
 	case frames.TypeOpen:
 		return &frames.Open{InstanceID: s1, Request: frames.ProcessRequest{Executable: s2, Arguments: args,
-			WorkingDirectory: part(0), Environment: env}, StdoutWindow: a, StdinWindow: b}
+			WorkingDirectory: part(0), Environment: env}, StdoutWindow: a, StdinWindow: b, OpenKey: part(9)}
 	case frames.TypeResume:
 		return &frames.Resume{ProcessID: s1, Token: s2, StdoutReceived: a, StderrReceived: b}
 	case frames.TypeStdin:
@@ -330,7 +330,15 @@ func frameFrom(kind uint8, a, b int64, s1, s2, s3 string, data []byte) frames.Fr
 	case frames.TypeSignal:
 		return &frames.Signal{ID: a, Signal: frames.SignalName(s1)}
 	case frames.TypeDestroy:
-		return &frames.Destroy{ProcessID: s1, Token: s2}
+		// b picks which of the four fields are set: either pair, mixed
+		// pairs and halves of them.
+		d := &frames.Destroy{}
+		for i, p := range []*string{&d.ProcessID, &d.Token, &d.InstanceID, &d.OpenKey} {
+			if b&(1<<i) != 0 {
+				*p = [...]string{s1, s2, part(0), part(1)}[i]
+			}
+		}
+		return d
 	case frames.TypeOpened:
 		return &frames.Opened{ProcessID: s1, Token: s2, Evidence: ev, StdinLimit: a, StdoutWindow: b,
 			StderrWindow: a ^ b, GraceMS: a, HeartbeatMS: b, ExitWaitMS: a, MaxData: b}
@@ -352,7 +360,7 @@ func frameFrom(kind uint8, a, b int64, s1, s2, s3 string, data []byte) frames.Fr
 		return &frames.Destroyed{ProcessID: s1}
 	default:
 		return &frames.Error{Code: frames.ErrorCode(s1), Operation: part(0), Expected: part(1), Actual: part(2),
-			Requirement: part(3), Reason: part(4), Message: s2, Gap: gap}
+			Requirement: part(3), Reason: part(4), Message: s2, Gap: gap, ID: b}
 	}
 }
 
@@ -368,6 +376,9 @@ func FuzzValidate(f *testing.F) {
 		f.Add(k, int64(-1), int64(0), "SandboxOperationFailed", "\xff", "a,b,c,d,e", []byte{})
 	}
 	f.Add(uint8(13), int64(0), int64(0), "SIGRTMIN+7", "", "", []byte(nil))
+	for b := range int64(16) { // destroy with every subset of its fields
+		f.Add(uint8(6), int64(0), b, pid, tok, "inst-1,"+tok, []byte(nil))
+	}
 	f.Fuzz(func(t *testing.T, kind uint8, a, b int64, s1, s2, s3 string, data []byte) {
 		fr := frameFrom(kind, a, b, s1, s2, s3, data)
 		verr := frames.Validate(fr)
