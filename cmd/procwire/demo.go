@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,24 +22,44 @@ import (
 // client streams seeded random bytes through it over a loopback TCP proxy
 // that cuts the connection mid-stream, and what comes back must be
 // identical. It exits 0 only if everything matched.
-func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	size := fs.Int64("bytes", 32<<20, "how many `bytes` to stream")
-	cuts := fs.Int("cuts", 1, "how many times to cut the connection, evenly spread")
+func demo(ctx context.Context, args []string, io *stdio) int {
+	c := lookup("demo")
+	fs := newFlags(c)
+	size := 32 << 20
+	cuts := 1
+	fs.Var(intRange{&size, 1, 1 << 40}, "bytes", "how many `bytes` to stream")
+	fs.Var(intRange{&cuts, 0, 1000}, "cuts", "how many times to cut the connection, evenly spread")
 	seed := fs.Uint64("seed", 1, "seed of the random bytes")
-	if err := fs.Parse(args); err != nil {
-		return usageError(err)
+	pos, _, status, ok := parse(c, fs, args, -1, io, 2)
+	if !ok {
+		return status
 	}
-	if fs.NArg() > 0 || *size < 1 || *cuts < 0 {
-		fmt.Fprintln(stderr, "procwire demo: want --bytes >= 1, --cuts >= 0 and no arguments")
-		return 2
+	if len(pos) > 0 {
+		status, _ := usageFailure(c, io, 2, "unexpected argument %q", pos[0])
+		return status
 	}
-	if err := runDemo(ctx, *size, *cuts, *seed, stdout); err != nil {
-		fmt.Fprintf(stdout, "FAIL: %v\n", err)
+	if size <= cuts {
+		status, _ := usageFailure(c, io, 2, "--bytes %d: want more bytes than --cuts %d", size, cuts)
+		return status
+	}
+	if err := runDemo(ctx, int64(size), cuts, *seed, io.out); err != nil {
+		fmt.Fprintf(io.out, "FAIL: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+func init() {
+	register(&command{
+		name:    "demo",
+		args:    "[flags]",
+		summary: "stream data through a remote cat over a connection cut mid-stream",
+		help: `The one-command main job: an in-process server runs cat, the client streams
+seeded random bytes through it over a loopback TCP proxy that cuts the
+connection mid-stream (after each equal part of the data has come back), and
+what comes back must be identical. It exits 0 only if everything matched.`,
+		run: demo,
+	})
 }
 
 func runDemo(ctx context.Context, size int64, cuts int, seed uint64, out io.Writer) (err error) {
@@ -84,37 +103,58 @@ func runDemo(ctx context.Context, size int64, cuts int, seed uint64, out io.Writ
 	defer func() { err = errors.Join(err, p.Destroy(context.WithoutCancel(ctx))) }()
 	fmt.Fprintf(out, "  process  %s on instance demo\n", p.ID())
 
-	// Write the stream while reading it back.
+	// Write the stream in cuts+1 equal parts while reading it back; the
+	// connection is cut once each part but the last has come back, so that
+	// the next part must cross a new connection.
+	segEnd := func(i int) int64 { return size * int64(i+1) / int64(cuts+1) }
+	proceed := make(chan struct{}, cuts)
+	quit := make(chan struct{}) // the reader has given up
+	defer close(quit)
 	sent := sha256.New()
 	werr := make(chan error, 1)
 	go func() {
 		rng := rand.NewChaCha8([32]byte{0: byte(seed), 1: byte(seed >> 8), 2: byte(seed >> 16), 3: byte(seed >> 24),
 			4: byte(seed >> 32), 5: byte(seed >> 40), 6: byte(seed >> 48), 7: byte(seed >> 56)})
 		buf := make([]byte, 256<<10)
-		for left := size; left > 0; {
-			b := buf[:min(left, int64(len(buf)))]
-			rng.Read(b)
-			sent.Write(b)
-			if _, err := p.Stdin().WriteContext(ctx, b); err != nil {
-				werr <- err
-				return
+		var written int64
+		for i := 0; i <= cuts; i++ {
+			if i > 0 {
+				select {
+				case <-proceed:
+				case <-quit:
+					werr <- errors.New("the reader gave up")
+					return
+				}
 			}
-			left -= int64(len(b))
+			for end := segEnd(i); written < end; {
+				b := buf[:min(end-written, int64(len(buf)))]
+				rng.Read(b)
+				sent.Write(b)
+				if _, err := p.Stdin().WriteContext(ctx, b); err != nil {
+					werr <- err
+					return
+				}
+				written += int64(len(b))
+			}
 		}
 		werr <- p.Stdin().CloseContext(ctx)
 	}()
 	got := sha256.New()
 	var n int64
-	next := 1
+	next, reset := 0, 0
 	buf := make([]byte, 256<<10)
 	for {
 		k, rerr := p.Stdout().ReadContext(ctx, buf)
 		got.Write(buf[:k])
 		n += int64(k)
-		for next <= cuts && n >= size*int64(next)/int64(cuts+1) {
+		if next < cuts && n >= segEnd(next) {
 			c := px.CutAll()
+			if c > 0 {
+				reset++
+			}
 			fmt.Fprintf(out, "  cut      at %s read: %d connection(s) reset\n", mib(n), c)
 			next++
+			proceed <- struct{}{}
 		}
 		if errors.Is(rerr, io.EOF) {
 			break
@@ -146,8 +186,10 @@ func runDemo(ctx context.Context, size int64, cuts int, seed uint64, out io.Writ
 		return errors.New("sha256 mismatch")
 	case !st.Success():
 		return fmt.Errorf("cat ended with %v", st)
-	case reconnects < cuts:
-		return fmt.Errorf("%d reconnects for %d cuts", reconnects, cuts)
+	case reset < cuts:
+		return fmt.Errorf("%d of %d cuts found a connection to cut", reset, cuts)
+	case reconnects < reset:
+		return fmt.Errorf("%d reconnects for %d cuts", reconnects, reset)
 	}
 	fmt.Fprintln(out, "OK: sha256 match, nothing lost or repeated across the cuts")
 	return nil

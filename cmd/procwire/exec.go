@@ -5,10 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -16,146 +14,181 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/procwire/procwire/bridge"
 	"github.com/procwire/procwire/client"
 	"github.com/procwire/procwire/frames"
 )
 
-// Exit statuses of exec's own failures, as env(1) uses them.
+// Exit statuses of exec's own failures, as env(1) uses them. A remote
+// status equal to one of them is told apart by --exit-status-file.
 const (
-	exitFailure      = 125 // procwire itself failed
+	exitFailure      = 125 // procwire itself failed, or was used wrongly
 	exitCannotInvoke = 126 // the command was found but could not be started
 	exitNotFound     = 127 // the command was not found
+	exitBrokenPipe   = 128 + int(syscall.SIGPIPE)
 )
 
-// outputDelay bounds how long exec waits for the end of stdout once the
-// remote process has exited (a descendant may hold it open), like
-// os/exec's Cmd.WaitDelay.
-const outputDelay = 2 * time.Second
+const (
+	// outputDelay bounds how long exec waits for the ends of stdout and
+	// stderr once the remote process has exited (a descendant may hold
+	// them open), like os/exec's Cmd.WaitDelay.
+	outputDelay = 2 * time.Second
+	// hangupDelay bounds how long a process sent SIGTERM for a local SIGHUP
+	// or SIGQUIT has to exit before it is destroyed.
+	hangupDelay = time.Second
+	// destroyTimeout bounds the destroy every way out of exec runs.
+	destroyTimeout = 5 * time.Second
+)
 
-// envFlags collects repeated --env K=V flags.
-type envFlags []string
+// defaultCwd is the remote working directory when --cwd is not given: one
+// that every server has.
+const defaultCwd = "/"
 
-// String implements flag.Value.
-func (e *envFlags) String() string { return strings.Join(*e, " ") }
+func init() {
+	register(&command{
+		name:    "exec",
+		args:    "[flags] URL [--] CMD [ARGS...]",
+		summary: "run CMD remotely as if it were a local child",
+		help: `Run CMD remotely as if it were a local child: stdin goes to it (EOF
+included), its stdout and stderr come back, SIGINT and SIGTERM are forwarded,
+and its exit status (or death by the same signal) is exec's. Flags may come
+before or after URL; CMD starts after "--" or at the first argument after
+URL that is not a flag.
 
-// Set implements flag.Value: it takes one KEY=VALUE.
-func (e *envFlags) Set(v string) error {
-	k, _, ok := strings.Cut(v, "=")
-	if !ok || !frames.ValidEnvKey(k) {
-		return fmt.Errorf("want KEY=VALUE with KEY matching [A-Za-z_][A-Za-z0-9_]*, got %q", v)
-	}
-	*e = append(*e, v)
-	return nil
+SIGHUP and SIGQUIT, which the wire cannot carry, send SIGTERM and destroy the
+process 1s later if it has not exited; a closed local stdout (EPIPE or
+SIGPIPE) destroys it and exits 141; every other way out destroys it first.
+
+Exit status: the remote one; 125 when procwire failed (usage, connection,
+server refusal); 126 when CMD could not be started; 127 when CMD was not
+found; 128+N when the remote process died of signal N (re-raised here,
+without a core file); 129/131 after a local SIGHUP/SIGQUIT; 141 for a closed
+stdout. --exit-status-file tells a remote "exit 125" apart from procwire's.`,
+		run: execute,
+	})
 }
 
-// execute runs a command remotely and mirrors it: stdin to it (EOF
-// included), its stdout and stderr back, SIGINT and SIGTERM forwarded, its
-// exit status (or death by a signal) as ours.
-func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: procwire exec [flags] URL -- CMD [ARGS...]")
-		fs.PrintDefaults()
-	}
-	tokenFile := fs.String("token-file", "", "`file` holding the bearer token (default $"+tokenEnv+")")
-	instance := fs.String("instance", "", "instance `id` (default: a random one)")
-	cwd := fs.String("cwd", "", "remote working `directory` (default: the local one)")
-	var env envFlags
-	fs.Var(&env, "env", "set `KEY=VALUE` in the remote environment (repeatable)")
-	inherit := fs.Bool("inherit-env", false, "start from the local environment instead of an empty one")
-	if err := fs.Parse(args); err != nil {
-		return usageError(err)
-	}
-	rest := fs.Args()
-	if len(rest) > 1 && rest[1] == "--" {
-		rest = append(rest[:1], rest[2:]...)
-	}
-	if len(rest) < 2 {
-		fs.Usage()
-		return 2
-	}
-	url, argv := rest[0], rest[1:]
-	stderr = &lockedWriter{w: stderr} // the copy of remote stderr and our messages share it
-	fail := func(err error) int {
-		report(stderr, err)
-		return exitFailure
-	}
+// execFlags are exec's flags.
+type execFlags struct {
+	connFlags
+	instance   string
+	cwd        string
+	env        envFlags
+	inherit    bool
+	statusFile string
+}
 
-	token, err := readToken(*tokenFile)
+// execute runs a command remotely and mirrors it.
+func execute(ctx context.Context, args []string, io *stdio) int {
+	c := lookup("exec")
+	fs := newFlags(c)
+	var f execFlags
+	f.connFlags.define(fs)
+	fs.StringVar(&f.instance, "instance", "", "instance `id` (default: a random one)")
+	fs.StringVar(&f.cwd, "cwd", defaultCwd, "remote working `directory`")
+	fs.Var(&f.env, "env", "set `KEY=VALUE` in the remote environment (repeatable)")
+	fs.BoolVar(&f.inherit, "inherit-env", false, "start from the local environment instead of an empty one (never its PROCWIRE_* variables)")
+	fs.StringVar(&f.statusFile, "exit-status-file", "", "write how the remote process ended to `file`: \"exit N\", \"signal NAME\", or \"none\" when exec's status is its own")
+	pos, argv, status, ok := parse(c, fs, args, 1, io, exitFailure)
+	if !ok {
+		return status
+	}
+	if len(pos) == 0 || len(argv) == 0 {
+		status, _ := usageFailure(c, io, exitFailure, "want URL and CMD")
+		return status
+	}
+	if f.cwd == "" {
+		status, _ := usageFailure(c, io, exitFailure, "--cwd must not be empty")
+		return status
+	}
+	stderr := &lockedWriter{w: io.err} // the copy of remote stderr and our messages share it
+	out := &exitReport{file: f.statusFile, stderr: stderr}
+	fail := func(err error) int { return out.failed(err, exitFailure) }
+
+	d, err := f.newDialer(pos[0], stderr)
 	if err != nil {
 		return fail(err)
 	}
-	req := frames.ProcessRequest{Executable: argv[0], Arguments: argv[1:], WorkingDirectory: *cwd, Environment: map[string]string{}}
-	if req.WorkingDirectory == "" {
-		if req.WorkingDirectory, err = os.Getwd(); err != nil {
-			return fail(err)
-		}
-	}
-	if *inherit {
+	defer d.close()
+	req := frames.ProcessRequest{Executable: argv[0], Arguments: argv[1:], WorkingDirectory: f.cwd, Environment: map[string]string{}}
+	if f.inherit {
 		for _, kv := range os.Environ() {
-			if k, v, ok := strings.Cut(kv, "="); ok && frames.ValidEnvKey(k) {
+			if k, v, ok := strings.Cut(kv, "="); ok && frames.ValidEnvKey(k) && !strings.HasPrefix(k, "PROCWIRE_") {
 				req.Environment[k] = v
 			}
 		}
 	}
-	for _, kv := range env {
+	for _, kv := range f.env {
 		k, v, _ := strings.Cut(kv, "=")
 		req.Environment[k] = v
 	}
-	if *instance == "" {
-		*instance = "exec-" + randomHex(8)
+	if f.instance == "" {
+		f.instance = "exec-" + randomHex(8)
 	}
 
 	// Listen before the process exists, so that no signal is missed.
-	sigc := make(chan os.Signal, 4)
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	sigc := make(chan os.Signal, 8)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
 	defer signal.Stop(sigc)
 
-	p, err := client.Open(ctx, url, *instance, req, &client.Options{
-		Token:  token,
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	octx, cancel := context.WithTimeout(ctx, connectTimeout)
+	p, err := client.Open(octx, d.url.String(), f.instance, req, d.opts)
+	cancel()
 	if err != nil {
-		report(stderr, err)
-		var re *client.RemoteError
-		if errors.As(err, &re) {
-			switch re.Frame.Reason {
-			case "executable_not_found":
-				return exitNotFound
-			case "permission_denied":
-				return exitCannotInvoke
-			}
-		}
-		return exitFailure
+		return out.failed(openError(d, err, &f, argv[0]))
 	}
-	st, err := mirror(ctx, p, sigc, stdin, stdout, stderr)
-	if err != nil {
-		return fail(err)
+	end := mirror(ctx, p, sigc, io.in, io.out, stderr)
+	if n := p.Stderr().Dropped(); n > 0 {
+		fmt.Fprintf(stderr, "procwire exec: %d bytes of remote stderr dropped\n", n)
 	}
-	if st.Exited() {
-		return st.Code
-	}
-	n, ok := signalNumber(st.Signal)
-	if !ok {
-		return fail(fmt.Errorf("remote process killed by unknown signal %s", st.Signal))
-	}
-	reraise(n)
-	return 128 + int(n)
+	return out.mirrored(end)
 }
 
-// mirror copies the streams of p until it has exited, then destroys it.
-func mirror(ctx context.Context, p *client.Process, sigc <-chan os.Signal, stdin io.Reader, stdout, stderr io.Writer) (client.ExitStatus, error) {
+// openError explains a failed open in one line, with exec's status.
+func openError(d *dialer, err error, f *execFlags, executable string) (error, int) {
+	var re *client.RemoteError
+	if !errors.As(err, &re) {
+		var pe *client.ProtocolError
+		if errors.As(err, &pe) {
+			return err, exitFailure
+		}
+		return d.explain(err), exitFailure
+	}
+	switch re.Frame.Reason {
+	case bridge.ReasonExecutableNotFound:
+		return fmt.Errorf("%s: command not found on the server (%s)", executable, re.Frame.Reason), exitNotFound
+	case bridge.ReasonPermissionDenied:
+		return fmt.Errorf("%s: cannot run it on the server (%s)", executable, re.Frame.Reason), exitCannotInvoke
+	case bridge.ReasonWorkingDirectoryInvalid:
+		return fmt.Errorf("--cwd %s: not a directory the server can use (%s)", f.cwd, re.Frame.Reason), exitFailure
+	}
+	if re.Frame.Actual == "process_already_open" {
+		return fmt.Errorf("--instance %s already has a process on the server (process_already_open)", f.instance), exitFailure
+	}
+	return fmt.Errorf("the server refused: %s", strings.TrimPrefix(re.Error(), "procwire: ")), exitFailure
+}
+
+// ending is how mirror ended.
+type ending struct {
+	st    client.ExitStatus
+	exit  bool           // st is the remote process's exit
+	local syscall.Signal // a local SIGHUP or SIGQUIT ended it
+	pipe  bool           // local stdout was closed
+	err   error          // what went wrong otherwise
+}
+
+// mirror copies the streams of p until it has exited, then destroys it;
+// it destroys it too on every other way out.
+func mirror(ctx context.Context, p *client.Process, sigc <-chan os.Signal, stdin io.Reader, stdout, stderr io.Writer) (end ending) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
 		defer cancel()
-		if err := p.Destroy(dctx); err != nil {
-			fmt.Fprintf(stderr, "procwire exec: destroy: %v\n", err)
+		if err := p.Destroy(dctx); err != nil && end.err == nil && !end.exit {
+			end.err = fmt.Errorf("destroy: %w", err)
 		}
 	}()
-
 	// The stdin copy is not waited for: it may sit in a read of a local
 	// stdin that never ends. Its next write fails once p is destroyed.
 	go func() {
@@ -163,52 +196,163 @@ func mirror(ctx context.Context, p *client.Process, sigc <-chan os.Signal, stdin
 			p.Stdin().Close()
 		}
 	}()
-	outDone := make(chan struct{})
+	outDone := make(chan error, 1) // the local write error that ended stdout, or nil
+	wg.Go(func() { outDone <- copyOut(stdout, p.Stdout()) })
+	errDone := make(chan struct{})
 	wg.Go(func() {
-		defer close(outDone)
-		io.Copy(stdout, p.Stdout())
+		defer close(errDone)
+		copyOut(stderr, p.Stderr())
 	})
-	wg.Go(func() { io.Copy(stderr, p.Stderr()) })
 
 	type result struct {
 		st  client.ExitStatus
 		err error
 	}
 	waited := make(chan result, 1)
+	wctx, stopWait := context.WithCancel(ctx)
+	defer stopWait()
 	wg.Go(func() {
-		st, err := p.Wait(ctx)
+		st, err := p.Wait(wctx)
 		waited <- result{st, err}
 	})
+	var hangup <-chan time.Time
 	for {
 		select {
 		case sig := <-sigc:
-			name := frames.SIGTERM
-			if sig == syscall.SIGINT {
-				name = frames.SIGINT
-			}
-			wg.Go(func() {
-				if _, err := p.Signal(ctx, name); err != nil && !errors.Is(err, client.ErrDestroyed) {
-					fmt.Fprintf(stderr, "procwire exec: forward %s: %v\n", name, err)
+			switch sig {
+			case syscall.SIGINT, syscall.SIGTERM:
+				name := frames.SIGTERM
+				if sig == syscall.SIGINT {
+					name = frames.SIGINT
 				}
-			})
+				forward(ctx, &wg, p, name, stderr)
+			case syscall.SIGPIPE:
+				// The write that raised it reports EPIPE to copyOut.
+			default: // SIGHUP, SIGQUIT
+				if end.local == 0 {
+					end.local = sig.(syscall.Signal)
+					forward(ctx, &wg, p, frames.SIGTERM, stderr)
+					t := time.NewTimer(hangupDelay)
+					defer t.Stop()
+					hangup = t.C
+				}
+			}
+		case <-hangup:
+			return end
+		case err := <-outDone:
+			if err != nil {
+				end.pipe = errors.Is(err, syscall.EPIPE)
+				if !end.pipe {
+					end.err = fmt.Errorf("write stdout: %w", err)
+				}
+				return end
+			}
+			outDone = nil // stdout ended; the exit follows
 		case r := <-waited:
-			if r.err == nil {
-				// Let the output finish, within a bound.
-				t := time.NewTimer(outputDelay)
+			if r.err != nil {
+				if end.local == 0 {
+					end.err = r.err
+				}
+				return end
+			}
+			end.st, end.exit = r.st, end.local == 0
+			// Let the output finish, within a bound.
+			t := time.NewTimer(outputDelay)
+			defer t.Stop()
+			if outDone != nil {
 				select {
-				case <-outDone:
+				case err := <-outDone:
+					if err != nil && errors.Is(err, syscall.EPIPE) {
+						end.pipe, end.exit = true, false
+						return end
+					}
 				case <-t.C:
 				}
-				t.Stop()
 			}
-			return r.st, r.err
+			select {
+			case <-errDone:
+			case <-t.C:
+			}
+			return end
 		}
 	}
 }
 
-// report prints err as exec's failure.
-func report(w io.Writer, err error) {
-	fmt.Fprintf(w, "procwire exec: %s\n", strings.TrimPrefix(err.Error(), "procwire: "))
+// forward sends sig to p without blocking the caller.
+func forward(ctx context.Context, wg *sync.WaitGroup, p *client.Process, sig frames.SignalName, stderr io.Writer) {
+	wg.Go(func() {
+		sctx, cancel := context.WithTimeout(ctx, destroyTimeout)
+		defer cancel()
+		if _, err := p.Signal(sctx, sig); err != nil && !errors.Is(err, client.ErrDestroyed) && !errors.Is(err, context.DeadlineExceeded) {
+			fmt.Fprintf(stderr, "procwire exec: forward %s: %v\n", sig, strings.TrimPrefix(err.Error(), "procwire: "))
+		}
+	})
+}
+
+// copyOut copies r to w until r ends (or fails: the handle ended), and
+// returns the error of a failed write.
+func copyOut(w io.Writer, r io.Reader) error {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err != nil {
+			return nil
+		}
+	}
+}
+
+// exitReport turns how exec ended into its status, its one line on stderr
+// and the --exit-status-file.
+type exitReport struct {
+	file   string
+	stderr io.Writer
+}
+
+// failed reports err and returns status; nothing remote is mirrored.
+func (r *exitReport) failed(err error, status int) int {
+	fmt.Fprintf(r.stderr, "procwire exec: %s\n", strings.TrimPrefix(err.Error(), "procwire: "))
+	r.write("none")
+	return status
+}
+
+// mirrored returns the status for how mirror ended; a remote death by a
+// signal, or a local SIGHUP or SIGQUIT, is re-raised first.
+func (r *exitReport) mirrored(end ending) int {
+	switch {
+	case end.pipe:
+		r.write("none")
+		return exitBrokenPipe
+	case end.local != 0:
+		r.write("none")
+		reraise(end.local)
+		return 128 + int(end.local)
+	case end.err != nil:
+		return r.failed(end.err, exitFailure)
+	case end.st.Exited():
+		r.write(fmt.Sprintf("exit %d", end.st.Code))
+		return end.st.Code
+	}
+	n, ok := signalNumber(end.st.Signal)
+	if !ok {
+		return r.failed(fmt.Errorf("remote process killed by unknown signal %s", end.st.Signal), exitFailure)
+	}
+	r.write("signal " + end.st.Signal)
+	reraise(n)
+	return 128 + int(n)
+}
+
+func (r *exitReport) write(line string) {
+	if r.file == "" {
+		return
+	}
+	if err := os.WriteFile(r.file, []byte(line+"\n"), 0o644); err != nil {
+		fmt.Fprintf(r.stderr, "procwire exec: --exit-status-file: %v\n", err)
+	}
 }
 
 func randomHex(n int) string {

@@ -3,13 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,10 +21,35 @@ import (
 	"github.com/procwire/procwire/server"
 )
 
+// binary is the procwire command built for the tests that run it.
+var binary string
+
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	dir, err := os.MkdirTemp("", "procwire-test-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "procwire")
+	// Built without -race whatever the test run: the tests run it hundreds
+	// of times, and the race detector watches the server they run in
+	// process.
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build procwire: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
+// testTimeout bounds hangs; it times nothing.
 const testTimeout = 60 * time.Second
 
 func testCtx(t *testing.T) context.Context {
@@ -32,9 +58,15 @@ func testCtx(t *testing.T) context.Context {
 	return c
 }
 
-// newServer runs an in-process server on loopback and returns its ws URL.
-func newServer(t *testing.T, token string) string {
-	srv, err := server.New(server.Config{Token: token})
+// testServer is a real server on loopback, in process so that its Stats
+// can be watched.
+type testServer struct {
+	url string
+	srv *server.Server
+}
+
+func newServer(t *testing.T, cfg server.Config) *testServer {
+	srv, err := server.New(cfg)
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() {
@@ -43,167 +75,506 @@ func newServer(t *testing.T, token string) string {
 		require.NoError(t, srv.Shutdown(c))
 		hs.Close()
 	})
-	return "ws" + strings.TrimPrefix(hs.URL, "http")
+	return &testServer{url: "ws" + strings.TrimPrefix(hs.URL, "http") + "/", srv: srv}
 }
 
-// runExec runs "procwire exec URL -- argv" with stdin and returns the
-// status, stdout and stderr.
-func runExec(t *testing.T, url, stdin string, flags []string, argv ...string) (int, string, string) {
-	var out, errb bytes.Buffer
-	args := append(append([]string{"exec", "--cwd", "/"}, flags...), append([]string{url, "--"}, argv...)...)
-	code := run(testCtx(t), args, strings.NewReader(stdin), &out, &errb)
-	return code, out.String(), errb.String()
+// requireNoProcess fails unless the server holds no process within 2 s.
+func (s *testServer) requireNoProcess(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(s.srv.Stats().Processes) == 0 }, 2*time.Second, 5*time.Millisecond,
+		"a remote process outlived exec: %+v", s.srv.Stats().Processes)
 }
 
-func TestVersionAndHelp(t *testing.T) {
+// result is how one run of the binary ended.
+type result struct {
+	code           int            // exit status; -1 when killed
+	sig            syscall.Signal // the signal that killed it
+	stdout, stderr string
+}
+
+// binCmd is the binary with args, an environment without PROCWIRE_*
+// (plus env), and stdin.
+func binCmd(t *testing.T, stdin string, env []string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(testCtx(t), binary, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PROCWIRE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	return cmd
+}
+
+// runBin runs the binary to its end.
+func runBin(t *testing.T, stdin string, env []string, args ...string) result {
+	t.Helper()
+	cmd := binCmd(t, stdin, env, args...)
 	var out, errb bytes.Buffer
-	require.Equal(t, 0, run(testCtx(t), []string{"version"}, nil, &out, &errb))
-	require.Contains(t, out.String(), "procwire.v1")
-	out.Reset()
-	require.Equal(t, 0, run(testCtx(t), []string{"help"}, nil, &out, &errb))
-	require.Contains(t, out.String(), "procwire exec")
-	require.Equal(t, 2, run(testCtx(t), nil, nil, &out, &errb))
-	require.Equal(t, 2, run(testCtx(t), []string{"frobnicate"}, nil, &out, &errb))
-	require.Equal(t, 0, run(testCtx(t), []string{"help", "exec"}, nil, &out, &errb))
-	require.Equal(t, 2, run(testCtx(t), []string{"exec", "ws://127.0.0.1:1/"}, nil, &out, &errb), "no command")
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	return finish(t, cmd.Run(), cmd, &out, &errb)
+}
+
+func finish(t *testing.T, err error, cmd *exec.Cmd, out, errb *bytes.Buffer) result {
+	t.Helper()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		require.NoError(t, err)
+	}
+	r := result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		r.sig = ws.Signal()
+	}
+	return r
+}
+
+// execArgs is "exec URL flags... -- argv...".
+func execArgs(url string, flags []string, argv ...string) []string {
+	return append(append(append([]string{"exec", url}, flags...), "--"), argv...)
+}
+
+func TestVersionMatchesEvidence(t *testing.T) {
+	r := runBin(t, "", nil, "version")
+	require.Equal(t, 0, r.code)
+	for _, alias := range []string{"--version", "-v"} {
+		require.Equal(t, r.stdout, runBin(t, "", nil, alias).stdout, alias)
+	}
+	rev, _, _ := strings.Cut(strings.TrimPrefix(r.stdout, "procwire "), " ")
+	require.Contains(t, r.stdout, "procwire.v1")
+
+	// The provider revision a server reports in evidence is the one
+	// version prints.
+	s := newServer(t, server.Config{})
+	got := runBin(t, "", nil, execArgs(s.url, nil, "sh", "-c", "echo ok")...)
+	require.Equal(t, 0, got.code, got.stderr)
+	require.Equal(t, server.Revision, rev)
+	cfg := server.Config{}
+	require.Empty(t, cfg.ProviderRevision, "serve leaves the provider revision to server.Revision")
+}
+
+func TestHelpOnStdoutInOneFormat(t *testing.T) {
+	top := runBin(t, "", nil, "help")
+	require.Equal(t, 0, top.code)
+	require.Empty(t, top.stderr)
+	for _, alias := range []string{"-h", "--help"} {
+		require.Equal(t, top.stdout, runBin(t, "", nil, alias).stdout)
+	}
+	for _, c := range []string{"serve", "exec", "demo", "version"} {
+		for _, args := range [][]string{{"help", c}, {c, "-h"}, {c, "--help"}} {
+			r := runBin(t, "", nil, args...)
+			require.Equal(t, 0, r.code, args)
+			require.Empty(t, r.stderr, args)
+			require.True(t, strings.HasPrefix(r.stdout, "Usage: procwire "+c), "%v: %q", args, r.stdout)
+			require.Contains(t, top.stdout, "procwire "+c, "listed in procwire help")
+		}
+	}
+	r := runBin(t, "", nil)
+	require.Equal(t, 2, r.code)
+	require.Equal(t, top.stdout, r.stderr, "no command: the help, on stderr")
+	r = runBin(t, "", nil, "frobnicate")
+	require.Equal(t, 2, r.code)
+	require.Equal(t, "procwire: unknown command \"frobnicate\" (run \"procwire help\")\n", r.stderr)
 }
 
 func TestExecMirrors(t *testing.T) {
-	url := newServer(t, "")
-	// stderr is best effort and unordered with the exit (PROTOCOL.md §5):
-	// it is written first.
-	code, out, errOut := runExec(t, url, "hello\nworld\n", nil, "sh", "-c", "echo oops >&2; cat; exit 3")
-	require.Equal(t, 3, code, errOut)
-	require.Equal(t, "hello\nworld\n", out, "stdin to EOF and back")
-	require.Equal(t, "oops\n", errOut)
+	s := newServer(t, server.Config{})
+	r := runBin(t, "hello\nworld\n", nil, execArgs(s.url, nil, "sh", "-c", "echo oops >&2; cat; exit 3")...)
+	require.Equal(t, 3, r.code, r.stderr)
+	require.Equal(t, "hello\nworld\n", r.stdout, "stdin to EOF and back")
+	require.Equal(t, "oops\n", r.stderr)
+}
+
+// Stderr written just before the exit is never lost: exec drains both
+// streams to their ends before it destroys the process.
+func TestExecStderrBeforeExit(t *testing.T) {
+	s := newServer(t, server.Config{})
+	runs := 500
+	if testing.Short() {
+		runs = 50
+	}
+	for i := range runs {
+		r := runBin(t, "", nil, execArgs(s.url, nil, "sh", "-c", "echo out; echo err >&2")...)
+		require.Equal(t, 0, r.code, "run %d: %s", i, r.stderr)
+		require.Equal(t, "out\n", r.stdout, "run %d", i)
+		require.Equal(t, "err\n", r.stderr, "run %d", i)
+	}
+}
+
+// Stderr the server had to drop is counted, once.
+func TestExecReportsDroppedStderr(t *testing.T) {
+	s := newServer(t, server.Config{StderrRing: 1024})
+	const total = 1 << 20
+	r := runBin(t, "", nil, execArgs(s.url, nil, "sh", "-c", fmt.Sprintf("head -c %d /dev/zero >&2", total))...)
+	require.Equal(t, 0, r.code)
+	msg := r.stderr[max(0, strings.LastIndex(r.stderr, "procwire exec: ")):]
+	var dropped int
+	_, err := fmt.Sscanf(msg, "procwire exec: %d bytes of remote stderr dropped\n", &dropped)
+	require.NoError(t, err, "%q", msg)
+	require.Equal(t, total, len(r.stderr)-len(msg)+dropped, "what came and what was dropped add up")
+	require.Equal(t, 1, strings.Count(r.stderr, "dropped"))
 }
 
 func TestExecExitCodes(t *testing.T) {
-	url := newServer(t, "")
-	for _, c := range []int{0, 1, 255} {
-		code, _, errOut := runExec(t, url, "", nil, "sh", "-c", fmt.Sprintf("exit %d", c))
-		require.Equal(t, c, code, errOut)
+	s := newServer(t, server.Config{})
+	statusFile := filepath.Join(t.TempDir(), "status")
+	for _, c := range []int{0, 7, 125, 255} {
+		r := runBin(t, "", nil, execArgs(s.url, []string{"--exit-status-file", statusFile}, "sh", "-c", fmt.Sprintf("exit %d", c))...)
+		require.Equal(t, c, r.code, r.stderr)
+		b, err := os.ReadFile(statusFile)
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("exit %d\n", c), string(b))
 	}
+	// A 125 of procwire's own is told apart by the status file.
+	r := runBin(t, "", nil, execArgs("ws://127.0.0.1:1/", []string{"--exit-status-file", statusFile}, "true")...)
+	require.Equal(t, exitFailure, r.code)
+	b, err := os.ReadFile(statusFile)
+	require.NoError(t, err)
+	require.Equal(t, "none\n", string(b))
+
+	r = runBin(t, "", nil, execArgs(s.url, nil, "/nonexistent/procwire-test")...)
+	require.Equal(t, exitNotFound, r.code)
+	require.Equal(t, "procwire exec: /nonexistent/procwire-test: command not found on the server (executable_not_found)\n", r.stderr)
+	r = runBin(t, "", nil, execArgs(s.url, nil, "/dev/null")...)
+	require.Equal(t, exitCannotInvoke, r.code)
+	require.Equal(t, "procwire exec: /dev/null: cannot run it on the server (permission_denied)\n", r.stderr)
+}
+
+// A remote death by a signal is re-raised: exec dies of the same signal,
+// and leaves no core file even for a signal whose default dumps one.
+func TestExecReraisesSignal(t *testing.T) {
+	s := newServer(t, server.Config{})
+	statusFile := filepath.Join(t.TempDir(), "status")
+	r := runBin(t, "", nil, execArgs(s.url, []string{"--exit-status-file", statusFile}, "sh", "-c", "kill -TERM $$")...)
+	require.Equal(t, syscall.SIGTERM, r.sig, r.stderr)
+	b, err := os.ReadFile(statusFile)
+	require.NoError(t, err)
+	require.Equal(t, "signal SIGTERM\n", string(b))
+
+	dir := t.TempDir()
+	cmd := binCmd(t, "", nil, execArgs(s.url, nil, "sh", "-c", "kill -SEGV $$")...)
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	r = finish(t, cmd.Run(), cmd, &out, &errb)
+	require.Equal(t, syscall.SIGSEGV, r.sig, r.stderr)
+	require.Empty(t, r.stderr, "no Go stack dump")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "no core file")
 }
 
 func TestExecEnvironment(t *testing.T) {
-	url := newServer(t, "")
-	t.Setenv("PROCWIRE_TEST_LOCAL", "local")
-	code, out, errOut := runExec(t, url, "", []string{"--env", "A=b c"}, "env")
-	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "A=b c\n", out, "only what was asked for")
+	s := newServer(t, server.Config{})
+	r := runBin(t, "", nil, execArgs(s.url, []string{"--env", "A=b c"}, "env")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "A=b c\n", r.stdout, "only what was asked for")
 
-	code, out, errOut = runExec(t, url, "", []string{"--inherit-env", "--env", "PROCWIRE_TEST_LOCAL=over"}, "env")
-	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "PROCWIRE_TEST_LOCAL=over\n")
-	require.Contains(t, out, "PATH="+os.Getenv("PATH")+"\n")
+	r = runBin(t, "", []string{"PROCWIRE_TEST_LOCAL=local"}, execArgs(s.url, []string{"--inherit-env", "--env", "TEST_LOCAL=over"}, "env")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "TEST_LOCAL=over\n")
+	require.Contains(t, r.stdout, "PATH="+os.Getenv("PATH")+"\n")
+	require.NotContains(t, r.stdout, "PROCWIRE_")
 
-	var errb bytes.Buffer
-	require.Equal(t, 2, run(testCtx(t), []string{"exec", "--env", "1A=x", url, "--", "env"}, nil, io.Discard, &errb))
+	r = runBin(t, "", nil, "exec", "--env", "1A=x", s.url, "--", "env")
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "procwire exec: invalid value \"1A=x\" for flag -env")
 }
 
-func TestExecNotFound(t *testing.T) {
-	url := newServer(t, "")
-	code, _, errOut := runExec(t, url, "", nil, "/nonexistent/procwire-test")
-	require.Equal(t, exitNotFound, code, errOut)
+// --inherit-env never hands the token to the remote process.
+func TestExecInheritEnvKeepsTheTokenLocal(t *testing.T) {
+	const token = "inherit-env-token-0123456789"
+	s := newServer(t, server.Config{Token: token})
+	r := runBin(t, "", []string{"PROCWIRE_TOKEN=" + token, "PROCWIRE_OTHER=x", "KEEP=1"}, execArgs(s.url, []string{"--inherit-env"}, "env")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "KEEP=1\n")
+	require.NotContains(t, r.stdout, token)
+	require.NotContains(t, r.stdout, "PROCWIRE_")
 }
 
-// A remote death by a signal is re-raised here; when that does not end
-// the process, the status is 128+n.
-func TestExecReraisesSignal(t *testing.T) {
-	url := newServer(t, "")
-	var raised []syscall.Signal
-	old := reraise
-	reraise = func(sig syscall.Signal) { raised = append(raised, sig) }
-	t.Cleanup(func() { reraise = old })
-	code, _, errOut := runExec(t, url, "", nil, "sh", "-c", "kill -TERM $$")
-	require.Equal(t, 128+15, code, errOut)
-	require.Equal(t, []syscall.Signal{syscall.SIGTERM}, raised)
+// Flags after the URL and before "--" are exec's; after "--", or from
+// the first argument that is not a flag, they are the command's.
+func TestExecFlagsAfterURL(t *testing.T) {
+	s := newServer(t, server.Config{})
+	r := runBin(t, "", nil, "exec", s.url, "--env", "X=1", "--", "env")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "X=1\n", r.stdout)
+	r = runBin(t, "", nil, "exec", s.url, "--env", "X=2", "sh", "-c", "echo $X; echo $0", "--env")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "2\n--env\n", r.stdout)
+	r = runBin(t, "", nil, "exec", "--cwd", "/tmp", "--", s.url, "pwd")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "/tmp\n", r.stdout)
 }
 
-// notifyWriter closes seen once what was written contains want.
-type notifyWriter struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	want string
-	seen chan struct{}
+// The default working directory is "/", which every server has.
+func TestExecDefaultCwd(t *testing.T) {
+	s := newServer(t, server.Config{})
+	dir := t.TempDir()
+	cmd := binCmd(t, "", nil, execArgs(s.url, nil, "pwd")...)
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	r := finish(t, cmd.Run(), cmd, &out, &errb)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "/\n", r.stdout)
+
+	r = runBin(t, "", nil, execArgs(s.url, []string{"--cwd", "/nonexistent/dir"}, "pwd")...)
+	require.Equal(t, exitFailure, r.code)
+	require.Equal(t, "procwire exec: --cwd /nonexistent/dir: not a directory the server can use (working_directory_invalid)\n", r.stderr)
 }
 
-func (w *notifyWriter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	had := strings.Contains(w.buf.String(), w.want)
-	w.buf.Write(b)
-	if !had && strings.Contains(w.buf.String(), w.want) {
-		close(w.seen)
+// Each way exec can fail says what went wrong in one line, naming the flag
+// or the server's reason.
+func TestExecErrorMessages(t *testing.T) {
+	const token = "error-message-token-0123456789"
+	s := newServer(t, server.Config{Token: token})
+	certFile, keyFile, _ := selfSigned(t, t.TempDir())
+	tlsURL := startServe(t, "--tls-cert", certFile, "--tls-key", keyFile)
+	plainHost := strings.TrimSuffix(strings.TrimPrefix(s.url, "ws://"), "/")
+	tlsHost := strings.TrimSuffix(strings.TrimPrefix(tlsURL, "wss://"), "/")
+
+	for _, tc := range []struct {
+		name  string
+		env   []string
+		args  []string
+		want  string
+		wantC int
+	}{
+		{"missing token", nil, execArgs(s.url, nil, "true"),
+			"procwire exec: the server wants a token (HTTP 401): give --token-file FILE or set $PROCWIRE_TOKEN\n", exitFailure},
+		{"wrong token", []string{"PROCWIRE_TOKEN=not-the-token-0123456789"}, execArgs(s.url, nil, "true"),
+			"procwire exec: the server refused the token (HTTP 401): wrong token\n", exitFailure},
+		{"plain to TLS", nil, execArgs("ws://"+tlsHost+"/", nil, "true"),
+			"procwire exec: " + tlsHost + " speaks TLS: use wss://" + tlsHost + "/\n", exitFailure},
+		{"TLS to plain", []string{"PROCWIRE_TOKEN=" + token}, execArgs("wss://"+plainHost+"/", nil, "true"),
+			"procwire exec: " + plainHost + " does not speak TLS: use ws://" + plainHost + "/\n", exitFailure},
+		{"untrusted certificate", nil, execArgs(tlsURL, nil, "true"),
+			"procwire exec: " + tlsHost + "'s certificate is signed by an unknown authority: trust it with --ca-file PEM\n", exitFailure},
+		{"no scheme", nil, execArgs(plainHost, nil, "true"),
+			"procwire exec: URL \"" + plainHost + "\": want ws://HOST:PORT/ or wss://HOST:PORT/\n", exitFailure},
+		{"no scheme, a name", nil, execArgs("localhost:7777", nil, "true"),
+			"procwire exec: URL \"localhost:7777\": want ws://HOST:PORT/ or wss://HOST:PORT/\n", exitFailure},
+		{"other scheme", nil, execArgs("ftp://host/", nil, "true"),
+			"procwire exec: URL \"ftp://host/\": want ws://HOST:PORT/ or wss://HOST:PORT/ (scheme \"ftp\")\n", exitFailure},
+		{"nothing listens", nil, execArgs("ws://127.0.0.1:1/", nil, "true"),
+			"procwire exec: nothing listens at 127.0.0.1:1 (connection refused)\n", exitFailure},
+		{"token in clear text", []string{"PROCWIRE_TOKEN=" + token}, execArgs("ws://192.0.2.1:7777/", nil, "true"),
+			"procwire exec: refusing to send the token in clear text over ws:// to 192.0.2.1, which is not loopback: use wss://, or --allow-insecure-token\n", exitFailure},
+		{"no command", nil, []string{"exec", s.url},
+			"procwire exec: want URL and CMD (run \"procwire help exec\")\n", exitFailure},
+		{"unknown flag", nil, execArgs(s.url, []string{"--frob"}, "true"),
+			"procwire exec: flag provided but not defined: -frob (run \"procwire help exec\")\n", exitFailure},
+		{"empty cwd", nil, execArgs(s.url, []string{"--cwd", ""}, "true"),
+			"procwire exec: --cwd must not be empty (run \"procwire help exec\")\n", exitFailure},
+		{"token file", nil, execArgs(s.url, []string{"--token-file", "/nonexistent/token"}, "true"),
+			"procwire exec: --token-file: open /nonexistent/token: no such file or directory\n", exitFailure},
+		{"bad header", nil, execArgs(s.url, []string{"--header", "NoColon"}, "true"),
+			"procwire exec: invalid value \"NoColon\" for flag -header: want 'Name: value', got \"NoColon\" (run \"procwire help exec\")\n", exitFailure},
+		{"token in a header", nil, execArgs(s.url, []string{"--header", "Authorization: Bearer x"}, "true"),
+			"procwire exec: invalid value \"Authorization: Bearer x\" for flag -header: the token goes in --token-file or $PROCWIRE_TOKEN, not in a header (run \"procwire help exec\")\n", exitFailure},
+		{"ca file without certificates", nil, execArgs(tlsURL, []string{"--ca-file", "/dev/null"}, "true"),
+			"procwire exec: --ca-file /dev/null: no PEM certificate in it\n", exitFailure},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runBin(t, "", tc.env, tc.args...)
+			require.Equal(t, tc.wantC, r.code, r.stderr)
+			require.Equal(t, tc.want, r.stderr)
+			require.Empty(t, r.stdout)
+		})
 	}
-	return len(b), nil
 }
 
-func (w *notifyWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
-// SIGTERM received locally is forwarded to the remote process.
-func TestExecForwardsSignal(t *testing.T) {
-	url := newServer(t, "")
-	c := testCtx(t)
-	out := &notifyWriter{want: "ready\n", seen: make(chan struct{})}
-	var errb bytes.Buffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(c, []string{"exec", "--cwd", "/", url, "--", "sh", "-c",
-			`trap "echo got TERM; exit 7" TERM; echo ready; while :; do sleep 1; done`}, strings.NewReader(""), out, &errb)
-	}()
-	select {
-	case <-out.seen:
-	case <-c.Done():
-		t.Fatal("no ready")
-	}
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
-	select {
-	case code := <-done:
-		require.Equal(t, 7, code, errb.String())
-	case <-c.Done():
-		t.Fatal("exec did not end")
-	}
-	require.Equal(t, "ready\ngot TERM\n", out.String())
-}
-
-// serve listens, authenticates and shuts down when its context ends.
-func TestServe(t *testing.T) {
+// --ca-file trusts a self-signed server; --server-name checks the name
+// the certificate is for when the URL names an address.
+func TestExecCAFile(t *testing.T) {
+	certFile, keyFile, _ := selfSigned(t, t.TempDir())
 	tokenFile := filepath.Join(t.TempDir(), "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600))
-	url := startServe(t, "--token-file", tokenFile, "--grace", "5s")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("ca-file-token-0123456789\n"), 0o600))
+	url := startServe(t, "--tls-cert", certFile, "--tls-key", keyFile, "--token-file", tokenFile)
+	require.True(t, strings.HasPrefix(url, "wss://"), url)
 
-	code, out, errOut := runExec(t, url, "", []string{"--token-file", tokenFile}, "echo", "hi")
-	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "hi\n", out)
+	r := runBin(t, "", nil, execArgs(url, []string{"--ca-file", certFile, "--token-file", tokenFile}, "echo", "over tls")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "over tls\n", r.stdout)
 
-	t.Setenv(tokenEnv, "s3cret")
-	code, out, errOut = runExec(t, url, "", nil, "echo", "from env")
-	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "from env\n", out)
+	r = runBin(t, "", nil, execArgs(url, []string{"--ca-file", certFile, "--token-file", tokenFile, "--server-name", selfSignedName}, "echo", "by name")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "by name\n", r.stdout)
 
-	t.Setenv(tokenEnv, "")
-	code, _, errOut = runExec(t, url, "", nil, "echo", "hi")
-	require.Equal(t, exitFailure, code)
-	require.Contains(t, errOut, "401")
+	r = runBin(t, "", nil, execArgs(url, []string{"--ca-file", certFile, "--token-file", tokenFile, "--server-name", "other.test"}, "true")...)
+	require.Equal(t, exitFailure, r.code)
+	host := strings.TrimSuffix(strings.TrimPrefix(url, "wss://"), "/")
+	require.Equal(t, "procwire exec: "+host+"'s certificate is not valid for other.test: name the one it is for with --server-name\n", r.stderr)
 }
 
-func TestServeRefusesPublicWithoutToken(t *testing.T) {
-	t.Setenv("PROCWIRE_TOKEN", "")
-	var errb bytes.Buffer
-	require.Equal(t, 1, run(testCtx(t), []string{"serve", "--addr", "0.0.0.0:0"}, nil, io.Discard, &errb))
-	require.Contains(t, errb.String(), "loopback")
+// --header reaches the server's handshake.
+func TestExecHeader(t *testing.T) {
+	s := newServer(t, server.Config{})
+	seen := make(chan string, 1)
+	hs := httptest.NewServer(headerSpy{next: s.srv, name: "X-Route", seen: seen})
+	t.Cleanup(hs.Close)
+	url := "ws" + strings.TrimPrefix(hs.URL, "http") + "/"
+	r := runBin(t, "", nil, execArgs(url, []string{"--header", "X-Route: blue"}, "true")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "blue", <-seen)
+}
+
+func TestExecForwardsSignal(t *testing.T) {
+	s := newServer(t, server.Config{})
+	cmd, ready := startBin(t, "", execArgs(s.url, nil, "sh", "-c",
+		`trap "echo got TERM; exit 7" TERM; echo ready; while :; do sleep 1; done`)...)
+	<-ready
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	r := cmd.wait(t)
+	require.Equal(t, 7, r.code, r.stderr)
+	require.Equal(t, "ready\ngot TERM\n", r.stdout)
+}
+
+// SIGHUP and SIGQUIT, which the wire cannot carry, end the remote process:
+// SIGTERM, then a destroy after a bound. exec then dies of the signal it
+// received, without a goroutine dump or a core file.
+func TestExecHangupAndQuitEndTheRemoteProcess(t *testing.T) {
+	s := newServer(t, server.Config{})
+	for _, tc := range []struct {
+		sig    syscall.Signal
+		script string
+	}{
+		{syscall.SIGHUP, `echo ready; exec sleep 1000`},
+		{syscall.SIGQUIT, `echo ready; exec sleep 1000`},
+		{syscall.SIGHUP, `trap "" TERM; echo ready; while :; do sleep 1; done`}, // destroyed after the bound
+	} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			cmd, ready := startBin(t, dir, execArgs(s.url, nil, "sh", "-c", tc.script)...)
+			<-ready
+			require.Len(t, s.srv.Stats().Processes, 1)
+			require.NoError(t, cmd.Process.Signal(tc.sig))
+			s.requireNoProcess(t)
+			r := cmd.wait(t)
+			require.Equal(t, tc.sig, r.sig, r.stderr)
+			require.NotContains(t, r.stderr, "goroutine")
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			require.Empty(t, entries, "no core file")
+		})
+	}
+}
+
+// A closed local stdout (procwire exec ... | head -1) destroys the remote
+// process and exits 141, as a local pipeline would.
+func TestExecBrokenPipe(t *testing.T) {
+	s := newServer(t, server.Config{})
+	status := filepath.Join(t.TempDir(), "status")
+	sh := exec.CommandContext(testCtx(t), "sh", "-c", `{ "$0" exec "$1" -- yes; echo $? >"$2"; } | head -1`, binary, s.url, status)
+	out, err := sh.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, "y\n", string(out))
+	b, err := os.ReadFile(status)
+	require.NoError(t, err)
+	require.Equal(t, "141\n", string(b))
+	s.requireNoProcess(t)
+}
+
+// serve checks its certificate before it says it listens, refuses a short
+// token, and refuses flags whose zero means nothing.
+func TestServeRefusals(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("short\n"), 0o600))
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+		code int
+	}{
+		{"missing certificate", []string{"--tls-cert", "/nonexistent/cert.pem", "--tls-key", "/nonexistent/key.pem"},
+			"procwire serve: --tls-cert/--tls-key: open /nonexistent/cert.pem: no such file or directory\n", 1},
+		{"short token", []string{"--token-file", tokenFile},
+			"procwire serve: the token has 5 bytes, fewer than 16: make one with head -c 32 /dev/urandom | base64\n", 1},
+		{"public without token", []string{"--addr", "0.0.0.0:0"},
+			"procwire serve: --addr 0.0.0.0:0: without a token the server listens on loopback only (give --token-file)\n", 1},
+		{"grace 0", []string{"--grace", "0"},
+			"procwire serve: invalid value \"0\" for flag -grace: must be above 0 (run \"procwire help serve\")\n", 2},
+		{"heartbeat 0", []string{"--heartbeat", "0s"},
+			"procwire serve: invalid value \"0s\" for flag -heartbeat: 0 means nothing here: give a positive duration, or a negative one for no heartbeat (run \"procwire help serve\")\n", 2},
+		{"max-processes 0", []string{"--max-processes", "0"},
+			"procwire serve: invalid value \"0\" for flag -max-processes: must be within 1..1073741824 (run \"procwire help serve\")\n", 2},
+		{"stdout-window", []string{"--stdout-window", "100"},
+			"procwire serve: invalid value \"100\" for flag -stdout-window: must be within 1024..1073741824 (run \"procwire help serve\")\n", 2},
+		{"argument", []string{"extra"},
+			"procwire serve: unexpected argument \"extra\" (run \"procwire help serve\")\n", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runBin(t, "", nil, append([]string{"serve", "--addr", "127.0.0.1:0"}, tc.args...)...)
+			require.Equal(t, tc.code, r.code, r.stderr)
+			require.Equal(t, tc.want, r.stderr)
+		})
+	}
 }
 
 func TestDemo(t *testing.T) {
-	var out bytes.Buffer
-	code := run(testCtx(t), []string{"demo", "--bytes", "4194304", "--cuts", "3"}, nil, &out, io.Discard)
-	require.Equal(t, 0, code, out.String())
-	require.Contains(t, out.String(), "OK: sha256 match")
-	require.Contains(t, out.String(), "3 reconnect(s)")
+	for _, args := range [][]string{{"--bytes", "4194304", "--cuts", "3"}, {"--bytes", "100000", "--cuts", "5"}} {
+		r := runBin(t, "", nil, append([]string{"demo"}, args...)...)
+		require.Equal(t, 0, r.code, r.stdout)
+		require.Contains(t, r.stdout, "OK: sha256 match")
+		require.Contains(t, r.stdout, args[3]+" reconnect(s)")
+	}
+}
+
+// running is the binary started in the background.
+type running struct {
+	*exec.Cmd
+	out, errb bytes.Buffer
+	copied    chan struct{}
+}
+
+// startBin starts the binary in dir ("": the test's) and returns it with
+// a channel closed once its stdout has said "ready\n" (or ended).
+func startBin(t *testing.T, dir string, args ...string) (*running, <-chan struct{}) {
+	r := &running{Cmd: binCmd(t, "", nil, args...), copied: make(chan struct{})}
+	r.Dir = dir
+	pr, err := r.StdoutPipe()
+	require.NoError(t, err)
+	r.Stderr = &r.errb
+	require.NoError(t, r.Start())
+	ready := make(chan struct{})
+	go func() {
+		defer close(r.copied)
+		buf := make([]byte, 4096)
+		said := false
+		for {
+			n, err := pr.Read(buf)
+			r.out.Write(buf[:n])
+			if !said && (err != nil || strings.Contains(r.out.String(), "ready\n")) {
+				said = true
+				close(ready)
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return r, ready
+}
+
+// wait waits for the binary and returns how it ended.
+func (r *running) wait(t *testing.T) result {
+	<-r.copied
+	return finish(t, r.Cmd.Wait(), r.Cmd, &r.out, &r.errb)
+}
+
+// headerSpy reports one request header of the first request it sees.
+type headerSpy struct {
+	next interface {
+		ServeHTTP(w http.ResponseWriter, r *http.Request)
+	}
+	name string
+	seen chan string
+}
+
+func (h headerSpy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select {
+	case h.seen <- r.Header.Get(h.name):
+	default:
+	}
+	h.next.ServeHTTP(w, r)
 }

@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,83 +18,124 @@ import (
 // shutdownTimeout bounds a graceful shutdown of serve.
 const shutdownTimeout = 10 * time.Second
 
+// minTokenBytes is the shortest token serve accepts.
+const minTokenBytes = 16
+
+func init() {
+	register(&command{
+		name:    "serve",
+		args:    "[flags]",
+		summary: "run a server",
+		help: `Run a server until SIGINT or SIGTERM, then shut it down, destroying every
+process. It logs on stderr. Without a token it listens on loopback only; a
+token shorter than 16 bytes is refused, and a token without TLS on an address
+that is not loopback is warned about (the token would travel in clear text).`,
+		run: serve,
+	})
+}
+
 // serve runs a server until ctx ends or SIGINT/SIGTERM arrives, then shuts
 // it down, destroying every child.
-func serve(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func serve(ctx context.Context, args []string, io *stdio) int {
+	c := lookup("serve")
+	fs := newFlags(c)
 	addr := fs.String("addr", "127.0.0.1:7777", "listen `address`")
-	tokenFile := fs.String("token-file", "", "`file` holding the bearer token (default $"+tokenEnv+")")
+	tokenFile := fs.String("token-file", "", "`file` holding the bearer token, at least 16 bytes (default $"+tokenEnv+")")
 	certFile := fs.String("tls-cert", "", "TLS certificate `file` (with --tls-key)")
 	keyFile := fs.String("tls-key", "", "TLS key `file`")
-	grace := fs.Duration("grace", server.DefaultGrace, "how long a detached process waits for a resume")
-	stdoutWindow := fs.Int("stdout-window", server.DefaultStdoutWindow, "default stdout window in `bytes`")
-	stdinWindow := fs.Int("stdin-window", server.DefaultStdinWindow, "default stdin window in `bytes`")
-	stderrRing := fs.Int("stderr-ring", server.DefaultStderrRing, "stderr ring per process in `bytes`")
-	heartbeat := fs.Duration("heartbeat", server.DefaultHeartbeat, "ping interval and pong deadline (negative: none)")
-	maxProcesses := fs.Int("max-processes", server.DefaultMaxProcesses, "most processes held at once, live or detached")
-	if err := fs.Parse(args); err != nil {
-		return usageError(err)
+	cfg := server.Config{
+		Grace:        server.DefaultGrace,
+		StdoutWindow: server.DefaultStdoutWindow,
+		StdinWindow:  server.DefaultStdinWindow,
+		StderrRing:   server.DefaultStderrRing,
+		Heartbeat:    server.DefaultHeartbeat,
+		MaxProcesses: server.DefaultMaxProcesses,
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "procwire serve: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	fs.Var(durationFlag{d: &cfg.Grace}, "grace", "how long a detached process waits for a resume or an attach")
+	fs.Var(intRange{&cfg.StdoutWindow, 1 << 10, 1 << 30}, "stdout-window", "default stdout window in `bytes`")
+	fs.Var(intRange{&cfg.StdinWindow, 1 << 10, 1 << 30}, "stdin-window", "default stdin window in `bytes`")
+	fs.Var(intRange{&cfg.StderrRing, 1, 1 << 30}, "stderr-ring", "stderr ring per process in `bytes`")
+	fs.Var(durationFlag{d: &cfg.Heartbeat, negative: "no heartbeat"}, "heartbeat", "ping interval and pong deadline (negative: none)")
+	fs.Var(intRange{&cfg.MaxProcesses, 1, 1 << 30}, "max-processes", "most processes held at once, live or detached")
+	logLevel := fs.String("log-level", "info", "log at `level` debug, info, warn or error")
+	pos, _, status, ok := parse(c, fs, args, -1, io, 2)
+	if !ok {
+		return status
+	}
+	if len(pos) > 0 {
+		status, _ := usageFailure(c, io, 2, "unexpected argument %q", pos[0])
+		return status
 	}
 	if (*certFile == "") != (*keyFile == "") {
-		fmt.Fprintln(stderr, "procwire serve: --tls-cert and --tls-key go together")
-		return 2
+		status, _ := usageFailure(c, io, 2, "--tls-cert and --tls-key go together")
+		return status
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		status, _ := usageFailure(c, io, 2, "--log-level %q: want debug, info, warn or error", *logLevel)
+		return status
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(io.err, "procwire serve: %v\n", err)
+		return 1
 	}
 	token, err := readToken(*tokenFile)
 	if err != nil {
-		fmt.Fprintf(stderr, "procwire serve: %v\n", err)
-		return 1
+		return fail(err)
 	}
-	if err := server.CheckListenAddr(*addr, token); err != nil {
-		fmt.Fprintf(stderr, "procwire serve: %v\n", err)
-		return 1
+	if token != "" && len(token) < minTokenBytes {
+		return fail(fmt.Errorf("the token has %d bytes, fewer than %d: make one with head -c 32 /dev/urandom | base64", len(token), minTokenBytes))
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	srv, err := server.New(server.Config{
-		Token:        token,
-		Grace:        *grace,
-		StdoutWindow: *stdoutWindow,
-		StdinWindow:  *stdinWindow,
-		StderrRing:   *stderrRing,
-		Heartbeat:    *heartbeat,
-		MaxProcesses: *maxProcesses,
-		Logger:       log,
-	})
+	if err := server.CheckListenAddr(*addr, token); errors.Is(err, server.ErrInsecureListen) {
+		return fail(fmt.Errorf("--addr %s: without a token the server listens on loopback only (give --token-file)", *addr))
+	} else if err != nil {
+		return fail(fmt.Errorf("--addr: %w", err))
+	}
+	var tlsConfig *tls.Config
+	if *certFile != "" {
+		// Checked before listening: a server that says it listens must serve.
+		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			return fail(fmt.Errorf("--tls-cert/--tls-key: %w", err))
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	log := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level}))
+	cfg.Token, cfg.Logger = token, log
+	srv, err := server.New(cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "procwire serve: %v\n", err)
-		return 1
+		return fail(err)
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
-		fmt.Fprintf(stderr, "procwire serve: %v\n", err)
-		return 1
+		return fail(fmt.Errorf("--addr: %w", err))
+	}
+	if clearTextToken(token, tlsConfig != nil, ln.Addr()) {
+		log.Warn("the token travels in clear text: listening beyond loopback without --tls-cert", "addr", ln.Addr().String())
 	}
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig:         tlsConfig,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
 	go func() {
-		if *certFile != "" {
-			errc <- hs.ServeTLS(ln, *certFile, *keyFile)
+		if tlsConfig != nil {
+			errc <- hs.ServeTLS(ln, "", "")
 		} else {
 			errc <- hs.Serve(ln)
 		}
 	}()
 	scheme := "ws"
-	if *certFile != "" {
+	if tlsConfig != nil {
 		scheme = "wss"
 	}
-	log.Info("listening", "url", scheme+"://"+ln.Addr().String()+"/", "auth", token != "")
+	log.Info("listening", "url", scheme+"://"+ln.Addr().String()+"/", "auth", token != "", "provider_revision", server.Revision)
 
-	status := 0
+	status = 0
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
@@ -122,10 +162,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) int {
 	return status
 }
 
-// usageError is the exit status for a flag error (2), or 0 for -h.
-func usageError(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	return 2
+// clearTextToken reports whether a server with token, listening on addr
+// with TLS or not, lets the token travel in clear text beyond this machine.
+func clearTextToken(token string, tls bool, addr net.Addr) bool {
+	a, ok := addr.(*net.TCPAddr)
+	return token != "" && !tls && !(ok && a.IP.IsLoopback())
 }

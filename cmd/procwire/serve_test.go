@@ -32,7 +32,7 @@ func startServe(t *testing.T, args ...string) string {
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		done <- run(sctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), nil, io.Discard, pw)
+		done <- run(sctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), &stdio{out: io.Discard, err: pw})
 		pw.Close()
 	}()
 	lines := bufio.NewScanner(pr)
@@ -56,7 +56,12 @@ func startServe(t *testing.T, args ...string) string {
 	return url
 }
 
-// selfSigned writes a certificate for 127.0.0.1 and its key into dir.
+// selfSignedName is the DNS name selfSigned's certificate is for, besides
+// 127.0.0.1.
+const selfSignedName = "procwire.test"
+
+// selfSigned writes a certificate for 127.0.0.1 and selfSignedName and its
+// key into dir.
 func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
@@ -65,6 +70,7 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(time.Hour),
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:     []string{selfSignedName},
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
@@ -84,7 +90,7 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 
 func TestServeTLS(t *testing.T) {
 	certFile, keyFile, pool := selfSigned(t, t.TempDir())
-	t.Setenv(tokenEnv, "tls-token")
+	t.Setenv(tokenEnv, "tls-token-0123456789")
 	url := startServe(t, "--tls-cert", certFile, "--tls-key", keyFile)
 	require.True(t, strings.HasPrefix(url, "wss://"), url)
 
@@ -94,10 +100,23 @@ func TestServeTLS(t *testing.T) {
 	p, err := client.Open(c, url, "tls", frames.ProcessRequest{
 		Executable: "echo", Arguments: []string{"over tls"}, WorkingDirectory: "/",
 		Environment: map[string]string{},
-	}, &client.Options{Token: "tls-token", HTTPClient: &http.Client{Transport: tr}})
+	}, &client.Options{Token: "tls-token-0123456789", HTTPClient: &http.Client{Transport: tr}})
 	require.NoError(t, err)
 	out, err := io.ReadAll(p.Stdout())
 	require.NoError(t, err)
 	require.Equal(t, "over tls\n", string(out))
 	require.NoError(t, p.Destroy(c))
+}
+
+// serve warns about a token in clear text unless it listens on loopback
+// only.
+func TestServeWarnsOnlyBeyondLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		ip   net.IP
+		want bool
+	}{{net.IPv4(127, 0, 0, 1), false}, {net.IPv6loopback, false}, {net.IPv4zero, true}, {net.IPv6unspecified, true}, {net.IPv4(192, 0, 2, 1), true}} {
+		require.Equal(t, tc.want, clearTextToken("a-token-of-16-bytes", false, &net.TCPAddr{IP: tc.ip}), tc.ip)
+		require.False(t, clearTextToken("a-token-of-16-bytes", true, &net.TCPAddr{IP: tc.ip}), "with TLS")
+		require.False(t, clearTextToken("", false, &net.TCPAddr{IP: tc.ip}), "without a token")
+	}
 }

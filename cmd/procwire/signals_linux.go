@@ -42,13 +42,16 @@ func signalNumber(name string) (syscall.Signal, bool) {
 // signal's disposition is reset to the kernel's default (not Go's handler,
 // which would print a stack dump for some), then the signal is sent to
 // ourselves. It returns if that did not end the process (the default is to
-// ignore the signal, or it is blocked). Tests replace it.
+// ignore the signal, or it is blocked). RLIMIT_CORE is set to 0 first, so
+// that a remote SIGSEGV or SIGQUIT does not dump this process's core into
+// the working directory. Tests replace it.
 var reraise = func(sig syscall.Signal) {
 	switch sig {
 	case syscall.SIGSTOP, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
 		syscall.SIGCONT, syscall.SIGCHLD, syscall.SIGURG, syscall.SIGWINCH:
 		return // their default does not end a process
 	}
+	_ = syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
 	var act struct { // the kernel's struct sigaction; all zero is SIG_DFL
 		handler  uintptr
 		flags    uint64

@@ -18,11 +18,11 @@ func readToken(file string) (string, error) {
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("token: %w", err)
+		return "", fmt.Errorf("--token-file: %w", err)
 	}
 	t := strings.TrimSpace(string(b))
 	if t == "" {
-		return "", errors.New("token: " + file + " is empty")
+		return "", errors.New("--token-file " + file + ": empty")
 	}
 	return t, nil
 }
