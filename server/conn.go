@@ -471,6 +471,11 @@ func (c *conn) destroy(f *frames.Destroy) (closeStatus, bool) {
 			return protocolError("destroy inside a session names another process"), true
 		}
 	}
+	if f.InstanceID != "" || f.OpenKey != "" {
+		if f.InstanceID != se.instanceID || !keyEqual(f.OpenKey, se.openKey) {
+			return protocolError("destroy inside a session names another process"), true
+		}
+	}
 	st, ok := c.lock()
 	if !ok {
 		return st, true

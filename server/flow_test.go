@@ -132,7 +132,7 @@ func TestFirstFrame(t *testing.T) {
 		reason string
 	}{
 		{string(frames.Append(nil, &frames.Stdin{Off: 0, Data: []byte("x")})), websocket.StatusProtocolError, "first frame must be open, resume or destroy, not stdin"},
-		{string(frames.Append(nil, &frames.Destroy{})), websocket.StatusProtocolError, "destroy as a first frame needs process_id and token"},
+		{string(frames.Append(nil, &frames.Destroy{})), websocket.StatusProtocolError, "destroy as a first frame needs process_id and token, or instance_id and open_key"},
 		{`{"type":"open","instance_id":"-bad","request":{}}` + "\n", websocket.StatusInvalidFramePayloadData, ""},
 	} {
 		p := h.dial()

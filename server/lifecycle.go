@@ -2,12 +2,16 @@ package server
 
 import (
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/coder/websocket"
 
 	"github.com/procwire/procwire/bridge"
 	"github.com/procwire/procwire/credit"
@@ -32,32 +36,83 @@ func notFoundError(op string) *frames.Error {
 	return &frames.Error{Code: frames.LifecycleConflict, Operation: op, Actual: "process_not_found"}
 }
 
+// pendingOpen is an open whose child is being started: its instance is
+// reserved, and a repeated open or a destroy by its key waits on done.
+type pendingOpen struct {
+	key    string        // the open's open_key, or ""
+	done   chan struct{} // closed once the start succeeded or failed
+	killed bool          // a destroy by key arrived meanwhile; guarded by Server.mu
+}
+
+// keyEqual compares two open keys in constant time; an empty key equals
+// nothing.
+func keyEqual(a, b string) bool {
+	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+func alreadyOpen() *frames.Error {
+	return &frames.Error{Code: frames.LifecycleConflict, Operation: opOpen, Actual: "process_already_open"}
+}
+
 // open serves an open frame: admission, the instance reservation, the start
-// of the child and the attachment of connection c. ok is false when the
-// open was refused; st then ends the connection.
+// of the child and the attachment of connection c. An open repeating the
+// instance and open_key of a live process attaches c to that process
+// instead (PROTOCOL.md §4.8). ok is false when the open was refused; st then
+// ends the connection.
 func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 	if s.cfg.Admit != nil {
 		if e := s.cfg.Admit(c.ctx, f.InstanceID); e != nil {
 			return c.refuse(e), false
 		}
 	}
-	s.mu.Lock()
-	_, taken := s.instances[f.InstanceID]
-	closing := s.closing
-	full := len(s.instances) >= s.cfg.MaxProcesses
-	if !taken && !closing && !full {
+	var po *pendingOpen
+	for po == nil {
+		s.mu.Lock()
+		s.pruneTombsLocked(s.now())
+		if s.closing {
+			s.mu.Unlock()
+			return c.refuse(shutdownError(opOpen)), false
+		}
+		if ts := s.keyTombLocked(f.InstanceID, f.OpenKey); ts != nil {
+			s.mu.Unlock()
+			return c.refuse(tombstoneError(ts, opOpen)), false
+		}
+		if other := s.opening[f.InstanceID]; other != nil {
+			s.mu.Unlock()
+			if !keyEqual(f.OpenKey, other.key) {
+				return c.refuse(alreadyOpen()), false
+			}
+			// The same open is starting on another connection (the client
+			// lost it and retries): wait for it, then answer as it ends.
+			select {
+			case <-other.done:
+				continue
+			case <-c.stop: // shutdown: closeWith has set the status
+				return closeStatus{}, false
+			case <-c.ctx.Done():
+				return closeStatus{code: websocket.StatusGoingAway, reason: reasonShutdown, abrupt: true}, false
+			}
+		}
+		if se, taken := s.instances[f.InstanceID]; taken {
+			s.mu.Unlock()
+			if se == nil || !keyEqual(f.OpenKey, se.openKey) {
+				return c.refuse(alreadyOpen()), false
+			}
+			return s.reopen(c, se)
+		}
+		if len(s.instances) >= s.cfg.MaxProcesses {
+			s.mu.Unlock()
+			return c.refuse(&frames.Error{Code: frames.CapabilityUnavailable, Requirement: "resources",
+				Message: "the server holds its MaxProcesses processes"}), false
+		}
+		po = &pendingOpen{key: f.OpenKey, done: make(chan struct{})}
 		s.instances[f.InstanceID] = nil
+		s.opening[f.InstanceID] = po
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
-	switch {
-	case closing:
-		return c.refuse(shutdownError(opOpen)), false
-	case taken:
-		return c.refuse(&frames.Error{Code: frames.LifecycleConflict, Operation: opOpen, Actual: "process_already_open"}), false
-	case full:
-		return c.refuse(&frames.Error{Code: frames.CapabilityUnavailable, Requirement: "resources",
-			Message: "the server holds its MaxProcesses processes"}), false
-	}
+	// Whatever happens below, a repeated open or destroy waiting on this
+	// one looks again once it is settled.
+	defer close(po.done)
 
 	cfg := &s.cfg
 	bcfg := bridge.Config{
@@ -77,6 +132,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 	if err != nil {
 		s.mu.Lock()
 		delete(s.instances, f.InstanceID)
+		delete(s.opening, f.InstanceID)
 		s.mu.Unlock()
 		s.log.Info("process start failed", "instance", f.InstanceID, "executable", req.Executable, "err", err)
 		return c.refuse(startError(err)), false
@@ -88,6 +144,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		id:         id,
 		token:      token,
 		instanceID: f.InstanceID,
+		openKey:    f.OpenKey,
 		evidence: frames.Evidence{
 			WireRevision:     frames.WireRevision,
 			Provider:         cfg.Provider,
@@ -110,14 +167,42 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		recv:         credit.NewReceiver(int64(bcfg.StdinWindow)),
 	}
 
+	se.opened = &frames.Opened{
+		ProcessID:    id,
+		Token:        token,
+		Evidence:     se.evidence,
+		StdinLimit:   int64(bcfg.StdinWindow),
+		StdoutWindow: int64(bcfg.StdoutWindow),
+		StderrWindow: int64(bcfg.StderrRing),
+		GraceMS:      cfg.Grace.Milliseconds(),
+		HeartbeatMS:  max(cfg.Heartbeat, 0).Milliseconds(),
+		ExitWaitMS:   cfg.ExitWait.Milliseconds(),
+		MaxData:      int64(cfg.MaxFrameData),
+	}
+
 	s.mu.Lock()
-	if s.closing {
+	delete(s.opening, f.InstanceID)
+	if s.closing || po.killed {
 		delete(s.instances, f.InstanceID)
+		closing := s.closing
 		s.mu.Unlock()
 		if err := p.Destroy(); err != nil {
 			s.log.Error("destroy process", "err", err)
 		}
-		return c.refuse(shutdownError(opOpen)), false
+		if closing {
+			return c.refuse(shutdownError(opOpen)), false
+		}
+		// Destroyed by its key while it started: remembered like any
+		// destroyed process, so that the destroy answers destroyed and a
+		// later open with the key is refused.
+		ts := &tombstone{id: id, token: token, instanceID: f.InstanceID, openKey: f.OpenKey,
+			exit: se.exitFrame(), at: s.now()}
+		s.mu.Lock()
+		s.addTombLocked(ts)
+		s.mu.Unlock()
+		se.log.Info("process destroyed by its open key while starting")
+		s.hook(hookDestroyed, id)
+		return c.refuse(tombstoneError(ts, opOpen)), false
 	}
 	s.sessions[id] = se
 	s.instances[f.InstanceID] = se
@@ -131,19 +216,15 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 	se.log.Info("process started", "pid", p.Pid(), "executable", req.Executable,
 		"stdout_window", bcfg.StdoutWindow, "stdin_window", bcfg.StdinWindow)
 	s.hook(hookStarted, id)
-	c.attach(se, &frames.Opened{
-		ProcessID:    id,
-		Token:        token,
-		Evidence:     se.evidence,
-		StdinLimit:   int64(bcfg.StdinWindow),
-		StdoutWindow: int64(bcfg.StdoutWindow),
-		StderrWindow: int64(bcfg.StderrRing),
-		GraceMS:      cfg.Grace.Milliseconds(),
-		HeartbeatMS:  max(cfg.Heartbeat, 0).Milliseconds(),
-		ExitWaitMS:   cfg.ExitWait.Milliseconds(),
-		MaxData:      int64(cfg.MaxFrameData),
-	}, 0, 0, nil)
+	opened := *se.opened
+	c.attach(se, &opened, 0, 0, nil)
 	return closeStatus{}, true
+}
+
+// reopen serves an open repeating the instance and open_key of the live
+// session se: opened again, then the replay of a resume from offset 0.
+func (s *Server) reopen(c *conn, se *session) (st closeStatus, ok bool) {
+	return s.takeOver(c, se, opOpen, 0, 0)
 }
 
 // startError turns an Executor's error into the error frame answering open.
@@ -205,11 +286,19 @@ func (s *Server) resume(c *conn, f *frames.Resume) (st closeStatus, ok bool) {
 	case closing:
 		return c.refuse(shutdownError(opResume)), false
 	case ts != nil:
-		return c.refuse(tombstoneError(ts)), false
+		return c.refuse(tombstoneError(ts, opResume)), false
 	case se == nil:
 		return c.refuse(notFoundError(opResume)), false
 	}
+	return s.takeOver(c, se, opResume, f.StdoutReceived, f.StderrReceived)
+}
 
+// takeOver attaches c to se, taking it from its current connection (closed
+// with 4001), and has c replay stdout from stdoutFrom and stderr from
+// stderrFrom (or the oldest byte held). op says what c asked for: a resume
+// is answered resumed; a repeated open (opOpen) opened, and only while no
+// client has shown it received the first opened.
+func (s *Server) takeOver(c *conn, se *session, op string, stdoutFrom, stderrFrom int64) (st closeStatus, ok bool) {
 	// The exit is read before the stdout buffer, so that a published exit
 	// is never seen without the EOF that preceded it.
 	_, exited := se.p.Exit()
@@ -217,21 +306,31 @@ func (s *Server) resume(c *conn, f *frames.Resume) (st closeStatus, ok bool) {
 	if se.state != live {
 		se.mu.Unlock()
 		<-se.gone
-		return c.refuse(tombstoneError(se.tomb)), false
+		return c.refuse(tombstoneError(se.tomb, op)), false
 	}
 	var (
 		err       error
+		acked     bool
 		stdoutEnd int64
 		eof       bool
 	)
 	se.p.Stdout(func(b *replay.Buffer) {
-		_, _, err = b.Slice(f.StdoutReceived, 0)
+		_, _, err = b.Slice(stdoutFrom, 0)
+		acked = b.Start() > 0
 		stdoutEnd = b.End()
 		_, eof = b.EOF()
 	})
+	if op == opOpen && (acked || se.recv.Received() > 0) {
+		// A client acknowledged stdout or sent stdin: it received opened
+		// and holds the token. A repeated open is not how it gets back.
+		se.mu.Unlock()
+		e := alreadyOpen()
+		e.Message = "this open was answered already; resume the process with its token"
+		return c.refuse(e), false
+	}
 	if err != nil {
 		se.mu.Unlock()
-		e := &frames.Error{Code: frames.OperationFailed, Operation: opResume, Reason: "replay_beyond_end"}
+		e := &frames.Error{Code: frames.OperationFailed, Operation: op, Reason: "replay_beyond_end"}
 		if gap, isGap := errors.AsType[*replay.GapError](err); isGap {
 			e.Reason = "replay_gap"
 			e.Gap = &frames.Gap{Requested: gap.Requested, Oldest: gap.Oldest}
@@ -243,11 +342,18 @@ func (s *Server) resume(c *conn, f *frames.Resume) (st closeStatus, ok bool) {
 	se.stopGraceLocked()
 	se.syncStdinLocked()
 	se.recv.Grant()
-	resumed := &frames.Resumed{
-		ProcessID:     se.id,
-		Evidence:      se.evidence,
-		StdinReceived: se.recv.Received(),
-		StdinLimit:    se.recv.Limit(),
+	var hello frames.Frame
+	if op == opOpen {
+		opened := *se.opened
+		opened.StdinLimit = se.recv.Limit()
+		hello = &opened
+	} else {
+		hello = &frames.Resumed{
+			ProcessID:     se.id,
+			Evidence:      se.evidence,
+			StdinReceived: se.recv.Received(),
+			StdinLimit:    se.recv.Limit(),
+		}
 	}
 	se.mu.Unlock()
 	if old != nil {
@@ -257,10 +363,14 @@ func (s *Server) resume(c *conn, f *frames.Resume) (st closeStatus, ok bool) {
 	var stderrOff, stderrEnd int64
 	se.p.Stderr(func(r *replay.Ring) {
 		stderrEnd = r.End()
-		stderrOff = min(max(f.StderrReceived, r.Start()), stderrEnd)
+		stderrOff = min(max(stderrFrom, r.Start()), stderrEnd)
 	})
-	se.log.Info("process resumed", "stdout_received", f.StdoutReceived, "stdout_end", stdoutEnd)
-	c.attach(se, resumed, f.StdoutReceived, stderrOff, &replayMark{
+	if op == opOpen {
+		se.log.Info("process opened again by its open key", "stdout_end", stdoutEnd)
+	} else {
+		se.log.Info("process resumed", "stdout_received", stdoutFrom, "stdout_end", stdoutEnd)
+	}
+	c.attach(se, hello, stdoutFrom, stderrOff, &replayMark{
 		stdout: stdoutEnd,
 		stderr: stderrEnd,
 		eof:    eof,
@@ -269,15 +379,19 @@ func (s *Server) resume(c *conn, f *frames.Resume) (st closeStatus, ok bool) {
 	return closeStatus{}, true
 }
 
-// tombstoneError answers a resume of a destroyed or expired process.
-func tombstoneError(ts *tombstone) *frames.Error {
-	return &frames.Error{Code: frames.LifecycleConflict, Operation: opResume, Expected: "running", Actual: ts.actual()}
+// tombstoneError answers an operation op (a resume, or an open repeating
+// an open key) on a destroyed or expired process.
+func tombstoneError(ts *tombstone, op string) *frames.Error {
+	return &frames.Error{Code: frames.LifecycleConflict, Operation: op, Expected: "running", Actual: ts.actual()}
 }
 
 // destroyFirst serves destroy as the first frame of a connection.
 func (s *Server) destroyFirst(c *conn, f *frames.Destroy) closeStatus {
+	if f.InstanceID != "" && f.OpenKey != "" {
+		return s.destroyByKey(c, f.InstanceID, f.OpenKey)
+	}
 	if f.ProcessID == "" || f.Token == "" {
-		return protocolError("destroy as a first frame needs process_id and token")
+		return protocolError("destroy as a first frame needs process_id and token, or instance_id and open_key")
 	}
 	se, ts, _ := s.lookup(f.ProcessID, f.Token)
 	switch {
@@ -287,6 +401,46 @@ func (s *Server) destroyFirst(c *conn, f *frames.Destroy) closeStatus {
 		return c.refuse(notFoundError(opDestroy))
 	}
 	return destroyedStatus(ts)
+}
+
+// destroyByKey serves a first-frame destroy naming its process by the
+// instance and open key of the open that started it (PROTOCOL.md §4.5).
+// When nothing was started under the key, the key is remembered as
+// destroyed and the answer is process_not_found.
+func (s *Server) destroyByKey(c *conn, instanceID, key string) closeStatus {
+	for {
+		s.mu.Lock()
+		s.pruneTombsLocked(s.now())
+		if po := s.opening[instanceID]; po != nil && keyEqual(key, po.key) {
+			// Its open is starting: it destroys what it starts, and the
+			// tombstone then answers.
+			po.killed = true
+			s.mu.Unlock()
+			select {
+			case <-po.done:
+				continue
+			case <-c.stop:
+				return closeStatus{}
+			case <-c.ctx.Done():
+				return closeStatus{code: websocket.StatusGoingAway, reason: reasonShutdown, abrupt: true}
+			}
+		}
+		if se := s.instances[instanceID]; se != nil && keyEqual(key, se.openKey) {
+			s.mu.Unlock()
+			return destroyedStatus(s.destroySession(se, c, false))
+		}
+		ts := s.keyTombLocked(instanceID, key)
+		if ts == nil {
+			ts = &tombstone{instanceID: instanceID, openKey: key, at: s.now()}
+			s.addTombLocked(ts)
+		}
+		s.mu.Unlock()
+		if ts.id == "" {
+			s.log.Info("destroy by open key: nothing was started under it", "instance", instanceID)
+			return c.refuse(notFoundError(opDestroy))
+		}
+		return destroyedStatus(ts)
+	}
 }
 
 // destroySession destroys se's process, or waits for the destroy already in
@@ -326,7 +480,8 @@ func (s *Server) retire(se *session, by *conn, expired bool) {
 	if err := se.p.Destroy(); err != nil {
 		se.log.Error("destroy process", "err", err)
 	}
-	ts := &tombstone{id: se.id, token: se.token, expired: expired, exit: se.exitFrame(), at: s.now()}
+	ts := &tombstone{id: se.id, token: se.token, instanceID: se.instanceID, openKey: se.openKey,
+		expired: expired, exit: se.exitFrame(), at: s.now()}
 	se.tomb = ts
 
 	s.mu.Lock()
@@ -370,9 +525,30 @@ func exitString(e *frames.Exit) string {
 // addTombLocked remembers ts, forgetting the oldest tombstones beyond
 // MaxTombstones or older than TombstoneTTL. s.mu must be held.
 func (s *Server) addTombLocked(ts *tombstone) {
-	s.tombs[ts.id] = ts
+	if ts.id != "" {
+		s.tombs[ts.id] = ts
+	}
+	if ts.openKey != "" {
+		s.keyTombs[ts.instanceID] = append(s.keyTombs[ts.instanceID], ts)
+	}
 	s.tombq = append(s.tombq, ts)
 	s.pruneTombsLocked(ts.at)
+}
+
+// keyTombLocked returns the tombstone of the instance's open key, or nil.
+// Every key remembered for the instance is compared, in constant time.
+// s.mu must be held.
+func (s *Server) keyTombLocked(instanceID, key string) *tombstone {
+	if key == "" {
+		return nil
+	}
+	var found *tombstone
+	for _, ts := range s.keyTombs[instanceID] {
+		if keyEqual(key, ts.openKey) {
+			found = ts
+		}
+	}
+	return found
 }
 
 // pruneTombsLocked forgets expired tombstones and those over the bound.
@@ -383,6 +559,14 @@ func (s *Server) pruneTombsLocked(now time.Time) {
 		s.tombq = s.tombq[1:]
 		if s.tombs[old.id] == old {
 			delete(s.tombs, old.id)
+		}
+		if old.openKey != "" {
+			kt := slices.DeleteFunc(s.keyTombs[old.instanceID], func(ts *tombstone) bool { return ts == old })
+			if len(kt) == 0 {
+				delete(s.keyTombs, old.instanceID)
+			} else {
+				s.keyTombs[old.instanceID] = kt
+			}
 		}
 	}
 }

@@ -43,6 +43,11 @@ type Server struct {
 	tombs     map[string]*tombstone
 	tombq     []*tombstone // tombs in the order they were added (oldest first)
 
+	// Also guarded by mu: the opens being started, and the tombstones that
+	// carry an open key (PROTOCOL.md §4.8), both by instance id.
+	opening  map[string]*pendingOpen
+	keyTombs map[string][]*tombstone
+
 	// Test hooks; set before serving, never changed after.
 	testHook func(ev hookEvent, processID string)
 	now      func() time.Time
@@ -56,6 +61,8 @@ const (
 	hookDetached                   // a session lost its connection; the grace runs
 	hookExpired                    // the grace expired and the process was destroyed
 	hookDestroyed                  // a process was destroyed by destroy or shutdown
+
+	hookConnClosed // a connection was served to its end (id: its remote address)
 )
 
 // New returns a Server for cfg, or an error if a field is out of bounds.
@@ -75,7 +82,9 @@ func New(cfg Config) (*Server, error) {
 		conns:     make(map[*conn]struct{}),
 		sessions:  make(map[string]*session),
 		instances: make(map[string]*session),
+		opening:   make(map[string]*pendingOpen),
 		tombs:     make(map[string]*tombstone),
+		keyTombs:  make(map[string][]*tombstone),
 		now:       time.Now,
 	}
 	s.tokenSum = sha256.Sum256([]byte(c.Token))
@@ -128,6 +137,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.hook(hookConnClosed, r.RemoteAddr)
 }
 
 // authorized reports whether r carries the configured bearer token. Both

@@ -39,7 +39,9 @@ type session struct {
 	id         string // process id, 32 hex digits
 	token      string // resume token, 64 hex digits; never logged
 	instanceID string
+	openKey    string // the open's open_key, or ""; secret, never logged
 	evidence   frames.Evidence
+	opened     *frames.Opened // the first answer, repeated for a repeated open
 	p          Process
 	log        *slog.Logger
 
@@ -197,11 +199,13 @@ func (s *session) stdoutHeld() (held int) {
 
 // tombstone remembers a destroyed or expired process for Config.TombstoneTTL.
 type tombstone struct {
-	id      string
-	token   string
-	expired bool         // destroyed by grace expiry, not by destroy
-	exit    *frames.Exit // the final exit, when known
-	at      time.Time
+	id         string // "" for an open key destroyed before anything started
+	token      string
+	instanceID string
+	openKey    string       // the open's key, or ""
+	expired    bool         // destroyed by grace expiry, not by destroy
+	exit       *frames.Exit // the final exit, when known
+	at         time.Time
 }
 
 // actual is the lifecycle state a resume of the tombstone reports.
