@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/procwire/procwire/frames"
 )
 
@@ -126,8 +128,20 @@ type Config struct {
 	MaxProcesses int
 
 	// Logger receives connection and process events; nil discards them.
-	// Tokens are never logged.
+	// Every refusal is logged at Info with its reason. Tokens are never
+	// logged.
 	Logger *slog.Logger
+
+	// Registerer, when set, receives the server's Prometheus metrics
+	// (procwire_*); nil records none. Register one Server per Registerer.
+	Registerer prometheus.Registerer
+
+	// TrustedProxies are the proxies whose Forwarded or X-Forwarded-For
+	// header names the client: a connection from one of them is logged
+	// with the address the headers give (and the proxy's as "peer").
+	// Those headers from any other peer are ignored. A server without a
+	// token refuses every forwarded request whatever this says.
+	TrustedProxies []netip.Prefix
 }
 
 // withDefaults returns a copy of c with defaults filled in, or an error for

@@ -78,7 +78,9 @@ type replayMark struct {
 type conn struct {
 	srv    *Server
 	ws     *websocket.Conn
-	remote string
+	remote string       // the client's address (through trusted proxies)
+	log    *slog.Logger // with the remote address
+	route  routeHeaders // the upgrade's routing headers
 	// ctx is passed to every blocking WebSocket call; cancel drops the
 	// connection at once (no close handshake).
 	ctx    context.Context
@@ -130,7 +132,11 @@ func newConn(s *Server, ws *websocket.Conn, remote string) *conn {
 
 // serve runs the connection to its end: the first frame, then the session.
 func (c *conn) serve() {
-	log := c.srv.log.With("remote", c.remote)
+	log := c.log
+	if log == nil {
+		log = c.srv.log.With("remote", c.remote)
+		c.log = log
+	}
 	log.Info("connection opened")
 	if hb := c.srv.cfg.Heartbeat; hb > 0 {
 		go c.heartbeat(hb, log)
@@ -160,8 +166,12 @@ func (c *conn) finish(st closeStatus) {
 	c.cancel()
 	_ = c.ws.CloseNow()
 	<-c.hbDone
+	c.srv.m.closed(c.status) // before detach: a test that saw the detach sees the close
 	if c.sess != nil {
+		c.srv.hook(hookConnCounted, c.sess.id)
 		c.sess.detach(c)
+	} else {
+		c.srv.hook(hookConnCounted, "")
 	}
 }
 
@@ -202,11 +212,32 @@ func (c *conn) send(f frames.Frame) {
 	}
 }
 
-// refuse queues the error answering a first frame; the connection then
-// closes normally.
+// refuse queues the error answering a first frame, logs and counts the
+// refusal; the connection then closes normally.
 func (c *conn) refuse(e *frames.Error) closeStatus {
+	reason := refusalReason(e)
+	c.srv.m.refused(reason, int(websocket.StatusNormalClosure))
+	c.log.Info("refused", "operation", e.Operation, "reason", reason, "code", string(e.Code))
 	c.send(e)
 	return closeStatus{code: websocket.StatusNormalClosure}
+}
+
+// refuseStatus logs and counts a first frame refused with a close status.
+func (c *conn) refuseStatus(reason string, st closeStatus) closeStatus {
+	c.srv.m.refused(reason, int(st.code))
+	c.log.Info("refused", "reason", reason, "code", int(st.code), "detail", st.reason)
+	return st
+}
+
+// refusalReason names an error frame's refusal: its actual state, reason
+// or requirement, else its code.
+func refusalReason(e *frames.Error) string {
+	for _, r := range []string{e.Actual, e.Reason, e.Requirement} {
+		if r != "" {
+			return r
+		}
+	}
+	return string(e.Code)
 }
 
 // attach makes c serve se from the given offsets; called by the handler
@@ -321,6 +352,9 @@ func (c *conn) first() (st closeStatus, attached bool) {
 	if cap(c.rbuf) > frames.MaxLine {
 		c.rbuf = nil
 	}
+	if st, bad := c.route.check(f); bad {
+		return c.refuseStatus(refuseRouting, st), false
+	}
 	switch f := f.(type) {
 	case *frames.Open:
 		return c.srv.open(c, f)
@@ -405,6 +439,7 @@ func (c *conn) stdin(f *frames.Stdin) (closeStatus, bool) {
 		se.log.Error("push stdin", "err", err)
 		return internalStatus("push stdin: %v", err), true
 	}
+	c.srv.m.stdinReceived(len(f.Data))
 	return closeStatus{}, false
 }
 

@@ -32,8 +32,15 @@ func shutdownError(op string) *frames.Error {
 	return &frames.Error{Code: frames.OperationFailed, Operation: op, Reason: "server_shutdown"}
 }
 
+// notFoundError answers a resume or destroy naming a process this server
+// does not know. The frame decoded, so its process id and token are well
+// formed: the likeliest cause is a connection routed to another server than
+// the one that opened the process.
 func notFoundError(op string) *frames.Error {
-	return &frames.Error{Code: frames.LifecycleConflict, Operation: op, Actual: "process_not_found"}
+	return &frames.Error{Code: frames.LifecycleConflict, Operation: op, Actual: "process_not_found",
+		Message: "this server does not know the process: if several servers sit behind a proxy, " +
+			"the connection was probably routed to another server than the one that opened it " +
+			"(route on the " + frames.HeaderInstance + " header); else the process_id or token is wrong"}
 }
 
 // pendingOpen is an open whose child is being started: its instance is
@@ -213,6 +220,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		se.pump()
 	}()
 
+	s.m.processOpened()
 	se.log.Info("process started", "pid", p.Pid(), "executable", req.Executable,
 		"stdout_window", bcfg.StdoutWindow, "stdin_window", bcfg.StdinWindow)
 	s.hook(hookStarted, id)
@@ -290,6 +298,9 @@ func (s *Server) resume(c *conn, f *frames.Resume) (st closeStatus, ok bool) {
 	case se == nil:
 		return c.refuse(notFoundError(opResume)), false
 	}
+	if st, bad := c.route.checkInstance(se.instanceID); bad {
+		return c.refuseStatus(refuseRouting, st), false
+	}
 	return s.takeOver(c, se, opResume, f.StdoutReceived, f.StderrReceived)
 }
 
@@ -334,10 +345,15 @@ func (s *Server) takeOver(c *conn, se *session, op string, stdoutFrom, stderrFro
 		if gap, isGap := errors.AsType[*replay.GapError](err); isGap {
 			e.Reason = "replay_gap"
 			e.Gap = &frames.Gap{Requested: gap.Requested, Oldest: gap.Oldest}
+			s.m.replayGap()
 		}
 		return c.refuse(e), false
 	}
 	old := se.attached
+	detached := time.Duration(0)
+	if old == nil {
+		detached = s.now().Sub(se.detachedAt)
+	}
 	se.attached = c
 	se.stopGraceLocked()
 	se.syncStdinLocked()
@@ -365,6 +381,8 @@ func (s *Server) takeOver(c *conn, se *session, op string, stdoutFrom, stderrFro
 		stderrEnd = r.End()
 		stderrOff = min(max(stderrFrom, r.Start()), stderrEnd)
 	})
+	s.m.resumed(stdoutEnd-stdoutFrom, detached)
+	s.m.stderrSkipped(stderrOff - stderrFrom)
 	if op == opOpen {
 		se.log.Info("process opened again by its open key", "stdout_end", stdoutEnd)
 	} else {
@@ -394,6 +412,11 @@ func (s *Server) destroyFirst(c *conn, f *frames.Destroy) closeStatus {
 		return protocolError("destroy as a first frame needs process_id and token, or instance_id and open_key")
 	}
 	se, ts, _ := s.lookup(f.ProcessID, f.Token)
+	if se != nil {
+		if st, bad := c.route.checkInstance(se.instanceID); bad {
+			return c.refuseStatus(refuseRouting, st)
+		}
+	}
 	switch {
 	case se != nil:
 		ts = s.destroySession(se, c, false)
@@ -477,9 +500,11 @@ func (s *Server) expire(se *session, gen uint64) {
 // retire destroys the process of a session in state destroying, releases
 // its instance, leaves a tombstone and tells the attached connection.
 func (s *Server) retire(se *session, by *conn, expired bool) {
+	start := time.Now()
 	if err := se.p.Destroy(); err != nil {
 		se.log.Error("destroy process", "err", err)
 	}
+	s.m.processRetired(expired, time.Since(start))
 	ts := &tombstone{id: se.id, token: se.token, instanceID: se.instanceID, openKey: se.openKey,
 		expired: expired, exit: se.exitFrame(), at: s.now()}
 	se.tomb = ts

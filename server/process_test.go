@@ -163,7 +163,7 @@ func TestDestroyIdempotent(t *testing.T) {
 	// A wrong token is an unknown process.
 	p = h.dial()
 	p.send(&frames.Destroy{ProcessID: opened.ProcessID, Token: opened.Token[:63] + "x"[:0] + flip(opened.Token[63])})
-	p.requireError(&frames.Error{Code: frames.LifecycleConflict, Operation: "destroy_process", Actual: "process_not_found"})
+	p.requireError(notFoundError(opDestroy))
 
 	// And the instance is free again.
 	h.open(openFrame("inst-d", "true"))

@@ -147,7 +147,7 @@ func TestResumeReplaysEOFAndExit(t *testing.T) {
 func TestResumeUnknownOrWrongToken(t *testing.T) {
 	h := newHarness(t, Config{})
 	_, opened := h.open(openFrame("inst-tok", "sleep", "300"))
-	notFound := &frames.Error{Code: frames.LifecycleConflict, Operation: "resume_process", Actual: "process_not_found"}
+	notFound := notFoundError(opResume)
 	for _, r := range []*frames.Resume{
 		{ProcessID: opened.ProcessID, Token: opened.Token[:63] + flip(opened.Token[63])},
 		{ProcessID: opened.ProcessID[:31] + flip(opened.ProcessID[31]), Token: opened.Token},

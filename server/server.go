@@ -25,6 +25,7 @@ import (
 type Server struct {
 	cfg        Config
 	log        *slog.Logger
+	m          *metrics          // nil without Config.Registerer
 	tokenSum   [sha256.Size]byte // sha256 of cfg.Token, for a constant-time compare
 	acceptOpts websocket.AcceptOptions
 
@@ -63,6 +64,7 @@ const (
 	hookDestroyed                  // a process was destroyed by destroy or shutdown
 
 	hookConnClosed // a connection was served to its end (id: its remote address)
+	hookConnCounted // a connection ended and its close was counted in the metrics (id: its process, or "")
 )
 
 // New returns a Server for cfg, or an error if a field is out of bounds.
@@ -88,6 +90,9 @@ func New(cfg Config) (*Server, error) {
 		now:       time.Now,
 	}
 	s.tokenSum = sha256.Sum256([]byte(c.Token))
+	if s.m, err = newMetrics(c.Registerer, s); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -97,38 +102,53 @@ func New(cfg Config) (*Server, error) {
 // or without a token a request not from this machine (notLocal), 403; a
 // shutting-down server 503; a connection that did not negotiate procwire.v1 is closed with 1002.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	remote := clientAddr(r, s.cfg.TrustedProxies)
+	log := s.log.With("remote", remote)
+	if remote != r.RemoteAddr {
+		log = log.With("peer", r.RemoteAddr)
+	}
 	if s.cfg.Token == "" {
 		// Without a token only this machine may connect (PROTOCOL.md §1),
 		// even if the listener was not checked with CheckListenAddr.
 		if why := notLocal(r); why != "" {
-			http.Error(w, "a server without a token serves this machine only: "+why, http.StatusForbidden)
-			s.log.Info("connection refused", "remote", r.RemoteAddr, "reason", why)
+			s.refuseHTTP(w, log.With("detail", why), http.StatusForbidden, refuseNotLocal,
+				"a server without a token serves this machine only: "+why)
 			return
 		}
 	}
 	if !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="procwire"`)
-		http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
-		s.log.Info("connection refused", "remote", r.RemoteAddr, "reason", "unauthorized")
+		s.refuseHTTP(w, log, http.StatusUnauthorized, refuseUnauthorized, "missing or wrong bearer token")
 		return
 	}
 	if s.isClosing() {
-		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
+		s.refuseHTTP(w, log, http.StatusServiceUnavailable, refuseShutdown, "server shutting down")
 		return
 	}
 	opts := s.acceptOpts
-	ws, err := websocket.Accept(w, r, &opts)
+	rec := &statusRecorder{ResponseWriter: w}
+	ws, err := websocket.Accept(rec, r, &opts)
 	if err != nil {
-		s.log.Info("connection refused", "remote", r.RemoteAddr, "reason", err.Error())
+		reason := refuseUpgrade
+		if rec.status == http.StatusForbidden {
+			reason = refuseOrigin
+		}
+		s.m.refused(reason, rec.status)
+		log.Info("refused", "reason", reason, "status", rec.status, "err", err)
 		return
 	}
 	if ws.Subprotocol() != frames.Subprotocol {
-		s.log.Info("connection refused", "remote", r.RemoteAddr, "reason", "no subprotocol")
+		s.m.refused(refuseSubprotocol, int(websocket.StatusProtocolError))
+		log.Info("refused", "reason", refuseSubprotocol, "code", int(websocket.StatusProtocolError))
 		_ = ws.Close(websocket.StatusProtocolError, "subprotocol "+frames.Subprotocol+" required")
 		return
 	}
-	c := newConn(s, ws, r.RemoteAddr)
+	c := newConn(s, ws, remote)
+	c.log = log
+	c.route = routeFrom(r)
 	if !s.addConn(c) {
+		s.m.refused(refuseShutdown, int(websocket.StatusGoingAway))
+		log.Info("refused", "reason", refuseShutdown, "code", int(websocket.StatusGoingAway))
 		_ = ws.Close(websocket.StatusGoingAway, reasonShutdown)
 		return
 	}
@@ -139,6 +159,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	s.hook(hookConnClosed, r.RemoteAddr)
 }
+
+// refuseHTTP answers a request refused before the upgrade, logs the
+// refusal with its reason and counts it.
+func (s *Server) refuseHTTP(w http.ResponseWriter, log *slog.Logger, status int, reason, msg string) {
+	http.Error(w, msg, status)
+	s.m.refused(reason, status)
+	log.Info("refused", "reason", reason, "status", status)
+}
+
+// statusRecorder remembers the status websocket.Accept answers with when it
+// refuses an upgrade. Unwrap lets Accept reach the Hijacker beneath.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // authorized reports whether r carries the configured bearer token. Both
 // sides are hashed first so that the compare is constant-time whatever the

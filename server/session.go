@@ -62,6 +62,7 @@ type session struct {
 	signals     [signalHistory]signalRecord
 	nsignals    int         // signals recorded so far; the last ones are in signals
 	grace       *time.Timer // runs while detached
+	detachedAt  time.Time   // when the last connection detached (for resume latency)
 	graceGen    uint64      // bumped on every attach, so a stale timer does nothing
 }
 
@@ -180,6 +181,7 @@ func (s *session) detach(c *conn) {
 		return
 	}
 	s.attached = nil
+	s.detachedAt = s.srv.now()
 	s.stopGraceLocked()
 	gen := s.graceGen
 	s.srv.wg.Add(1)

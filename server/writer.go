@@ -154,6 +154,7 @@ func (c *conn) step() (progressed bool, err error) {
 		if err := c.writeBuffered(); err != nil {
 			return false, err
 		}
+		c.srv.m.stdoutSent(n)
 		progressed = true
 	case eof && sent == eofOff && !c.eofSent:
 		c.eofSent = true
@@ -184,6 +185,8 @@ func (c *conn) step() (progressed bool, err error) {
 		if err := c.writeBuffered(); err != nil {
 			return false, err
 		}
+		c.srv.m.stderrSkipped(from - c.stderrSent)
+		c.srv.m.stderrSent(n)
 		c.stderrSent = from + int64(n)
 		progressed = true
 	}
