@@ -58,6 +58,7 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	fs.Var(durationFlag{d: &cfg.Heartbeat, negative: "no heartbeat"}, "heartbeat", "ping interval and pong deadline (negative: none)")
 	fs.Var(intRange{&cfg.MaxProcesses, 1, 1 << 30}, "max-processes", "most processes held at once, live or detached")
 	logLevel := fs.String("log-level", "info", "log at `level` debug, info, warn or error")
+	ops := addOpsFlags(fs)
 	pos, _, status, ok := parse(c, fs, args, -1, io, 2)
 	if !ok {
 		return status
@@ -102,6 +103,7 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	}
 	log := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level}))
 	cfg.Token, cfg.Logger = token, log
+	reg := ops.configure(&cfg)
 	srv, err := server.New(cfg)
 	if err != nil {
 		return fail(err)
@@ -112,6 +114,11 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	}
 	if clearTextToken(token, tlsConfig != nil, ln.Addr()) {
 		log.Warn("the token travels in clear text: listening beyond loopback without --tls-cert", "addr", ln.Addr().String())
+	}
+	opsSrv, err := ops.start(reg, srv, log)
+	if err != nil {
+		ln.Close()
+		return fail(err)
 	}
 	hs := &http.Server{
 		Handler:           srv,
@@ -150,6 +157,10 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 		status = 1
 	}
 	if err := hs.Shutdown(sctx); err != nil {
+		log.Error("shutdown", "err", err)
+		status = 1
+	}
+	if err := opsSrv.shutdown(sctx); err != nil { // last: /healthz said 503 meanwhile
 		log.Error("shutdown", "err", err)
 		status = 1
 	}
