@@ -35,7 +35,7 @@ func (h routeHeaders) check(f frames.Frame) (st closeStatus, bad bool) {
 	case *frames.Resume:
 		process = f.ProcessID
 	case *frames.Destroy:
-		process = f.ProcessID
+		instance, process = f.InstanceID, f.ProcessID
 	}
 	if h.instance != "" && instance != "" && h.instance != instance {
 		return protocolError("%s header disagrees with the %s frame's instance_id", frames.HeaderInstance, f.Type()), true

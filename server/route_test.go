@@ -64,6 +64,7 @@ func TestRoutingHeaderMismatchIsAProtocolError(t *testing.T) {
 		{"resume of another instance's process", "inst-b", opened.ProcessID, &frames.Resume{ProcessID: opened.ProcessID, Token: opened.Token}},
 		{"destroy of another process id", "", other, &frames.Destroy{ProcessID: opened.ProcessID, Token: opened.Token}},
 		{"destroy of another instance's process", "inst-b", "", &frames.Destroy{ProcessID: opened.ProcessID, Token: opened.Token}},
+		{"destroy by key of another instance", "inst-b", "", &frames.Destroy{InstanceID: "inst-a", OpenKey: strings.Repeat("c", 64)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := h.dialRouted(tc.instance, tc.process)
