@@ -63,7 +63,7 @@ const (
 	hookExpired                    // the grace expired and the process was destroyed
 	hookDestroyed                  // a process was destroyed by destroy or shutdown
 
-	hookConnClosed // a connection was served to its end (id: its remote address)
+	hookConnClosed  // a connection was served to its end (id: its remote address)
 	hookConnCounted // a connection ended and its close was counted in the metrics (id: its process, or "")
 )
 
