@@ -11,6 +11,12 @@ import (
 	"github.com/procwire/procwire/frames"
 )
 
+// The headers a proxy can route on (PROTOCOL.md §1).
+const (
+	headerInstance = "Procwire-Instance"
+	headerProcess  = "Procwire-Process"
+)
+
 // wsConn is one WebSocket connection with its framing buffers.
 type wsConn struct {
 	ws     *websocket.Conn
@@ -21,7 +27,9 @@ type wsConn struct {
 }
 
 // dial opens a connection to the server. ctx bounds the handshake only.
-func (p *Process) dial(ctx context.Context) (*wsConn, error) {
+// processID, when known, goes in the Procwire-Process header (resume and
+// destroy), the instance in Procwire-Instance: a proxy can route on them.
+func (p *Process) dial(ctx context.Context, processID string) (*wsConn, error) {
 	h := http.Header{}
 	for k, v := range p.opts.HTTPHeader {
 		h[k] = append([]string(nil), v...)
@@ -29,15 +37,17 @@ func (p *Process) dial(ctx context.Context) (*wsConn, error) {
 	if p.opts.Token != "" {
 		h.Set("Authorization", "Bearer "+p.opts.Token)
 	}
+	if p.instanceID != "" {
+		h.Set(headerInstance, p.instanceID)
+	}
+	if processID != "" {
+		h.Set(headerProcess, processID)
+	}
 	// The connection outlives ctx: dial with a context of its own that ctx
 	// cancels only while the handshake runs.
 	connCtx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
-	ws, resp, err := websocket.Dial(connCtx, p.url, &websocket.DialOptions{
-		HTTPClient:   p.opts.HTTPClient,
-		HTTPHeader:   h,
-		Subprotocols: []string{frames.Subprotocol},
-	})
+	ws, resp, err := websocket.Dial(connCtx, p.url, p.dialOptions(h))
 	if !stop() && err == nil {
 		ws.CloseNow()
 		err = ctx.Err()
@@ -45,7 +55,7 @@ func (p *Process) dial(ctx context.Context) (*wsConn, error) {
 	if err != nil {
 		cancel()
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			return nil, fmt.Errorf("dial %s: HTTP %s: %w", p.url, resp.Status, err)
+			return nil, &httpError{URL: p.url, Status: resp.Status, StatusCode: resp.StatusCode, Err: err}
 		}
 		return nil, fmt.Errorf("dial %s: %w", p.url, err)
 	}
@@ -57,6 +67,19 @@ func (p *Process) dial(ctx context.Context) (*wsConn, error) {
 	ws.SetReadLimit(frames.MaxLine)
 	return &wsConn{ws: ws, cancel: cancel, dec: frames.Decoder{MaxLine: frames.MaxLine}}, nil
 }
+
+// httpError is an upgrade the server answered without switching protocols.
+type httpError struct {
+	URL        string
+	Status     string
+	StatusCode int
+	Err        error
+}
+
+func (e *httpError) Error() string {
+	return fmt.Sprintf("dial %s: HTTP %s: %v", e.URL, e.Status, e.Err)
+}
+func (e *httpError) Unwrap() error { return e.Err }
 
 func (w *wsConn) close() {
 	w.ws.CloseNow()
@@ -136,36 +159,4 @@ func (w *wsConn) exchange(ctx context.Context, first frames.Frame) (frames.Frame
 		return nil, &RemoteError{Frame: *e}
 	}
 	return f, nil
-}
-
-// conn is the attached connection of a Process: the state of what was
-// sent on it, and the wake-up of its writer.
-type conn struct {
-	*wsConn
-	wake chan struct{} // capacity 1: something may be ready to send
-	out  struct {      // frames reused by the writer
-		destroy    frames.Destroy
-		ack        frames.Ack
-		signal     frames.Signal
-		stdin      frames.Stdin
-		stdinClose frames.StdinClose
-	}
-
-	// Guarded by Process.mu.
-	stdinSent   int64 // offset after the last stdin byte sent on this connection
-	closeSent   bool  // stdin_close sent
-	ackSent     int64 // last ack sent
-	sigSent     int64 // highest signal id sent
-	destroySent bool
-}
-
-func newConn(w *wsConn) *conn {
-	return &conn{wsConn: w, wake: make(chan struct{}, 1)}
-}
-
-func (c *conn) kick() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
 }

@@ -21,6 +21,13 @@ var (
 
 	// ErrStdinClosed is returned by a write after stdin was closed.
 	ErrStdinClosed = errors.New("procwire: stdin closed")
+
+	// ErrExpired is returned by Destroy when the server's grace ran out with
+	// no connection: the server destroys such a process on its own.
+	ErrExpired = errors.New("procwire: process expired")
+
+	// ErrDetached is returned by every call made on a Process after Detach.
+	ErrDetached = errors.New("procwire: process detached")
 )
 
 // ProtocolError is the contract's SandboxProtocolInvalid: the server sent
@@ -36,7 +43,12 @@ type ProtocolError struct {
 	Field string
 	// Detail says what was wrong.
 	Detail string
+	// Err is the cause, if any (a *credit.OverrunError, ...).
+	Err error
 }
+
+// Unwrap returns the cause.
+func (e *ProtocolError) Unwrap() error { return e.Err }
 
 // Error reads "procwire: SandboxProtocolInvalid: <operation>: <field>: <detail>".
 func (e *ProtocolError) Error() string {
@@ -96,5 +108,6 @@ func processGone(err error) bool {
 }
 
 func protocolErrorf(field, format string, args ...any) *ProtocolError {
-	return &ProtocolError{Operation: "open_process", Field: field, Detail: fmt.Sprintf(format, args...)}
+	err := fmt.Errorf(format, args...)
+	return &ProtocolError{Operation: "open_process", Field: field, Detail: err.Error(), Err: errors.Unwrap(err)}
 }

@@ -72,3 +72,19 @@ func checkResumed(r *frames.Resumed, id string, first *frames.Evidence) error {
 	}
 	return firstDifference(&r.Evidence, first, false)
 }
+
+// checkAttached checks that r, the first answer to Attach, is about the
+// process h names.
+func checkAttached(r *frames.Resumed, h *Handle) error {
+	for _, c := range [...]struct{ field, got, want string }{
+		{"process_id", r.ProcessID, h.ProcessID},
+		{"evidence.process_id", r.Evidence.ProcessID, h.ProcessID},
+		{"evidence.instance_id", r.Evidence.InstanceID, h.InstanceID},
+		{"evidence.wire_revision", r.Evidence.WireRevision, frames.WireRevision},
+	} {
+		if c.got != c.want {
+			return &ProtocolError{Operation: identityOperation, Field: c.field, Detail: fmt.Sprintf("%q, expected %q", c.got, c.want)}
+		}
+	}
+	return nil
+}

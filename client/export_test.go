@@ -35,9 +35,9 @@ func HeldNow(p *Process) Held {
 
 func (p *Process) heldLocked() Held {
 	return Held{
-		Stdout: p.outBuf.len(), StdoutCap: cap(p.outBuf.buf),
-		Stderr: p.errBuf.len(), StderrCap: cap(p.errBuf.buf),
-		Stdin: p.inBuf.len(), StdinCap: cap(p.inBuf.buf),
+		Stdout: p.m.outBuf.len(), StdoutCap: cap(p.m.outBuf.buf),
+		Stderr: p.m.errBuf.len(), StderrCap: cap(p.m.errBuf.buf),
+		Stdin: p.m.inBuf.len(), StdinCap: cap(p.m.inBuf.buf),
 	}
 }
 

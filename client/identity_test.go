@@ -292,7 +292,10 @@ func assertEnded(t *testing.T, p *client.Process, f *fake, check func(error)) {
 	c := ctx(t)
 	_, err := p.Wait(c)
 	check(err)
-	_, err = p.Stdout().ReadContext(c, make([]byte, 1))
+	// What was held is handed over first.
+	for n := 1; n > 0; {
+		n, err = p.Stdout().ReadContext(c, make([]byte, 1))
+	}
 	check(err)
 	_, err = p.Stdin().WriteContext(c, []byte("x"))
 	check(err)

@@ -18,15 +18,29 @@ type Options struct {
 	// HTTPHeader is added to every handshake request.
 	HTTPHeader http.Header
 	// StdoutWindow and StdinWindow ask the server for window sizes in bytes
-	// (1,024 ..= 1,073,741,824); 0 takes the server's default.
+	// (1,024 ..= 1,073,741,824); 0 takes the server's default. They also
+	// bound what the client accepts: a server that announces a larger
+	// window (or, for 0, one over 64 MiB of stdout or 16 MiB of stdin)
+	// breaks the protocol, and the process is destroyed. The client holds
+	// at most one window of each.
 	StdoutWindow, StdinWindow int64
 	// StderrBuffer bounds the stderr bytes held for a reader that is not
 	// keeping up; older bytes are dropped first. 0 means the server's
-	// stderr window.
+	// stderr window, up to 4 MiB.
 	StderrBuffer int
 	// ReconnectMin and ReconnectMax bound the jittered exponential backoff
 	// between reconnection attempts. 0 means 50ms and 2s.
 	ReconnectMin, ReconnectMax time.Duration
+	// ResumeBudget is how many resumes in a row may reach the server and
+	// fail without an answer (closed, reset) before the handle ends with
+	// ErrConnectionLost naming the last cause. A successful resume resets
+	// the count. 0 means 8; dials that reach no server count only against
+	// the grace.
+	ResumeBudget int
+	// DestroyTimeout bounds Destroy (and the destroy the client makes on
+	// its own after a failure), whatever its context. 0 means 10s: the
+	// server's 5 s destroy wait and room for the network.
+	DestroyTimeout time.Duration
 	// Logger receives connection events (losses, resumes); nil discards
 	// them.
 	Logger *slog.Logger
@@ -35,8 +49,18 @@ type Options struct {
 const (
 	defaultReconnectMin = 50 * time.Millisecond
 	defaultReconnectMax = 2 * time.Second
-	minWindow           = 1 << 10
-	maxWindow           = 1 << 30
+	defaultResumeBudget = 8
+	defaultDestroy      = 10 * time.Second
+	defaultStdoutCap    = 64 << 20 // the server's default MaxStdoutWindow
+	defaultStdinCap     = 16 << 20 // the server's default MaxStdinWindow
+	defaultStderrCap    = 4 << 20
+	// For Attach, which learns no session parameters: the server's
+	// defaults.
+	defaultGrace     = 30 * time.Second
+	defaultHeartbeat = 15 * time.Second
+	defaultMaxData   = 64 << 10
+	minWindow        = 1 << 10
+	maxWindow        = 1 << 30
 )
 
 // withDefaults returns a copy of o with every zero field defaulted, or an
@@ -54,8 +78,14 @@ func (o *Options) withDefaults() (Options, error) {
 			return c, fmt.Errorf("procwire: Options.%s %d outside %d..%d", w.name, w.v, minWindow, maxWindow)
 		}
 	}
-	if c.StderrBuffer < 0 || c.ReconnectMin < 0 || c.ReconnectMax < 0 {
+	if c.StderrBuffer < 0 || c.ReconnectMin < 0 || c.ReconnectMax < 0 || c.ResumeBudget < 0 || c.DestroyTimeout < 0 {
 		return c, fmt.Errorf("procwire: negative Options value")
+	}
+	if c.ResumeBudget == 0 {
+		c.ResumeBudget = defaultResumeBudget
+	}
+	if c.DestroyTimeout == 0 {
+		c.DestroyTimeout = defaultDestroy
 	}
 	if c.ReconnectMin == 0 {
 		c.ReconnectMin = defaultReconnectMin
@@ -65,6 +95,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.ReconnectMax < c.ReconnectMin {
 		return c, fmt.Errorf("procwire: Options.ReconnectMax %v below ReconnectMin %v", c.ReconnectMax, c.ReconnectMin)
+	}
+	if err := checkPlatform(&c); err != nil {
+		return c, err
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

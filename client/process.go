@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/procwire/procwire/credit"
 	"github.com/procwire/procwire/frames"
 )
 
@@ -19,84 +20,46 @@ import (
 // writer of Stdin.
 //
 // The handle owns one connection at a time and the goroutines serving it
-// (a reader, a writer and a heartbeat). A lost connection is resumed within
-// the server's grace without the caller noticing. Destroy must be called
-// when the process is no longer needed: it frees the server's reservation
-// and stops the goroutines.
+// (a supervisor, and per connection a reader, a writer and a heartbeat). A
+// lost connection is resumed within the server's grace without the caller
+// noticing. Destroy must be called when the process is no longer needed
+// (or Detach, to leave it to another client): it frees the server's
+// reservation and stops the goroutines.
 type Process struct {
 	url        string
 	instanceID string
-	req        frames.ProcessRequest
 	opts       Options
 	log        *slog.Logger
 
-	// Set by Open, read-only afterwards.
-	id          string
-	token       string
-	evidence    frames.Evidence
-	grace       time.Duration
-	heartbeat   time.Duration
-	maxData     int
-	stdinWindow int64 // the initial stdin_limit: the most stdin in flight
-	errCap      int   // bound of the stderr buffer
+	stdin  Stdin
+	stdout Stream
+	stderr Stream
 
-	stdin    Stdin
-	stdout   Stream
-	stderr   Stream
-	stdinWin *credit.Window // bytes written by the caller against the server's limit
-
-	// done is closed once err is set; destroyReqCh once destroyReq is set;
-	// destroyDone once the destroy settled; superDone when the supervisor
-	// goroutine returns.
-	done         chan struct{}
-	destroyReqCh chan struct{}
-	destroyDone  chan struct{}
-	superDone    chan struct{}
+	// life ends when the supervisor must stop at once (Detach, a destroy
+	// that ran out of time); superDone is closed when it returned.
+	life      context.Context
+	stopLife  context.CancelFunc
+	superDone chan struct{}
+	// done is closed once the handle ended; destroyDone once the destroy
+	// settled.
+	done        chan struct{}
+	destroyDone chan struct{}
 	// destroyToken is held by whoever destroys on a connection of its own,
 	// so that concurrent Destroy calls make one attempt at a time.
 	destroyToken chan struct{}
 	// redial wakes the supervisor's backoff when a Destroy is requested.
 	redial chan struct{}
+	// wake wakes the writer of the attached connection.
+	wake chan struct{}
 
 	mu sync.Mutex
 	// Everything below is guarded by mu.
 
-	conn    *conn         // the attached connection; nil while reconnecting
+	m       *machine
 	changed chan struct{} // closed on every change a blocked call may wait for; nil when nobody waits
-
-	outRecv  *credit.Receiver // stdout accounting against the window
-	outBuf   byteQueue        // stdout received and not yet read
-	outEOF   int64            // stdout length, once outEOFOK
-	outEOFOK bool
-	ackTo    int64 // the last stdout ack decided (the writer sends it)
-
-	errBuf     byteQueue // stderr received and not yet read (offsets unused)
-	errRecv    int64     // stderr offset after the last byte received
-	errDropped int64     // stderr bytes dropped by the server's ring or errBuf
-
-	inBuf     byteQueue // stdin from the server's stdin_received to what was written
-	inSent    int64     // stdin offset after the last byte sent on any connection
-	inClosed  bool      // stdin_close requested at inBuf.end()
-	closeSent bool      // stdin_close written to a connection
-
-	exit    *ExitStatus
-	nextSig int64
-	signals []*pendingSignal // sent or to send, ascending ids, not yet answered
 
 	testHookBlocked func() // called when a call is about to block
 	testHookFrame   func() // called after each frame of a session was handled
-
-	destroyReq bool
-	abandoned  bool // the handle ended leaving the process to the server or another client
-	destroyed  bool // the destroy settled, with destroyErr
-	destroyErr error
-	err        error // why the handle ended; set once
-}
-
-type pendingSignal struct {
-	id     int64
-	sig    frames.SignalName
-	result chan string // receives the answer once
 }
 
 // ExitStatus is how the remote process ended: by exiting with Code, or,
@@ -123,9 +86,48 @@ func (s ExitStatus) String() string {
 	return fmt.Sprintf("exit status %d", s.Code)
 }
 
+// Handle names a process for Attach: from any program, on any machine that
+// reaches the server. It holds the resume token, a bearer secret: whoever
+// has it can read, write, signal and destroy the process. The session
+// fields repeat what opened said; 0 takes a default (max_data 65,536, a 30 s
+// grace and a 15 s heartbeat). It marshals to JSON with the wire's names.
+type Handle struct {
+	InstanceID  string `json:"instance_id"`
+	ProcessID   string `json:"process_id"`
+	Token       string `json:"token"`
+	MaxData     int64  `json:"max_data,omitempty"`
+	GraceMS     int64  `json:"grace_ms,omitempty"`
+	HeartbeatMS int64  `json:"heartbeat_ms,omitempty"`
+}
+
+func newProcess(url, instanceID string, o Options) *Process {
+	p := &Process{
+		url:          url,
+		instanceID:   instanceID,
+		opts:         o,
+		log:          o.Logger,
+		superDone:    make(chan struct{}),
+		done:         make(chan struct{}),
+		destroyDone:  make(chan struct{}),
+		destroyToken: make(chan struct{}, 1),
+		redial:       make(chan struct{}, 1),
+		wake:         make(chan struct{}, 1),
+	}
+	p.life, p.stopLife = context.WithCancel(context.Background())
+	p.stdin.p, p.stdout.p, p.stderr.p = p, p, p
+	p.stderr.stderr = true
+	return p
+}
+
 // Open starts req on the instance instanceID through the server at url
 // (ws://, wss://, http:// or https://) and returns its handle. ctx bounds
 // the opening handshake only.
+//
+// The open is idempotent: it carries a random open key, and a handshake
+// cut before the answer is repeated with the same key, which the server
+// answers with the process it started, never a second one. An Open that
+// fails or is cancelled after it may have started the process destroys it
+// (by the key, within Options.DestroyTimeout).
 //
 // A typed refusal from the server is a *RemoteError (for example
 // SandboxLifecycleConflict with Actual "process_already_open" when the
@@ -140,89 +142,80 @@ func Open(ctx context.Context, url, instanceID string, req frames.ProcessRequest
 	if err := frames.Validate(open); err != nil {
 		return nil, fmt.Errorf("procwire: open: %w", err)
 	}
-	p := &Process{
-		url:          url,
-		instanceID:   instanceID,
-		req:          req,
-		opts:         o,
-		log:          o.Logger,
-		done:         make(chan struct{}),
-		destroyReqCh: make(chan struct{}),
-		destroyDone:  make(chan struct{}),
-		superDone:    make(chan struct{}),
-		destroyToken: make(chan struct{}, 1),
-		redial:       make(chan struct{}, 1),
-	}
-	p.stdin.p, p.stdout.p, p.stderr.p = p, p, p
-	p.stderr.stderr = true
-
-	ws, err := p.dial(ctx)
+	p := newProcess(url, instanceID, o)
+	ws, err := p.open(ctx, open, &req)
 	if err != nil {
-		return nil, fmt.Errorf("procwire: open: %w", err)
-	}
-	var opened *frames.Opened
-	f, err := ws.exchange(ctx, open)
-	if err == nil {
-		var ok bool
-		if opened, ok = f.(*frames.Opened); ok {
-			err = p.init(opened)
-		} else {
-			err = protocolErrorf(f.Type().String(), "unexpected answer to open")
-		}
-	}
-	if err != nil {
-		var pe *ProtocolError
-		if errors.As(err, &pe) {
-			// Fail closed: a process may run, but not as asked for.
-			dctx, cancel := context.WithTimeout(ctx, autoDestroyTimeout)
-			derr := p.destroyOn(dctx, ws, &frames.Destroy{})
-			cancel()
-			if derr != nil {
-				err = errors.Join(err, fmt.Errorf("procwire: destroy after failed open: %w", derr))
-			}
-		}
-		ws.close()
-		if pe == nil && !errors.As(err, new(*RemoteError)) {
-			err = fmt.Errorf("procwire: open: %w", err)
-		}
+		p.stopLife()
 		return nil, err
 	}
-	p.log = p.log.With("process_id", p.id)
-	c := newConn(ws)
-	p.conn = c
-	c.kick()
-	go p.supervise(c)
+	p.log = p.log.With("process_id", p.m.id)
+	go p.supervise(ws)
 	return p, nil
 }
 
-// init takes the parameters of opened after checking them.
-func (p *Process) init(o *frames.Opened) error {
-	p.id = o.ProcessID // destroyOn checks the answer against it
-	if err := checkOpened(o, p.instanceID, &p.req); err != nil {
-		return err
+// newOpenKey returns a fresh open key: 256 random bits in hex.
+func newOpenKey() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Attach takes over the process h names, opened elsewhere (by Open in
+// another program, or by "procwire exec --detach"): it resumes the process
+// and replays the stdout nobody acknowledged. Stdout reads from offset 0
+// when the server still holds it, or else from the oldest byte it holds
+// (the bytes before were acknowledged by an earlier reader); stdin goes on
+// from what the server received. A connection attached to the process
+// elsewhere is closed by the server (4001).
+func Attach(ctx context.Context, url string, h Handle, opts *Options) (*Process, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case o.MaxData < 1 || o.MaxData > frames.MaxData:
-		return protocolErrorf("opened.max_data", "%d outside 1..%d", o.MaxData, frames.MaxData)
-	case o.StdoutWindow < 1:
-		return protocolErrorf("opened.stdout_window", "%d", o.StdoutWindow)
-	case o.StderrWindow < 1:
-		return protocolErrorf("opened.stderr_window", "%d", o.StderrWindow)
-	case o.StdinLimit < 1:
-		return protocolErrorf("opened.stdin_limit", "%d", o.StdinLimit)
+	if err := frames.Validate(&frames.Resume{ProcessID: h.ProcessID, Token: h.Token}); err != nil {
+		return nil, fmt.Errorf("procwire: attach: %w", err)
 	}
-	p.token, p.evidence = o.Token, o.Evidence
-	p.grace = milliseconds(o.GraceMS)
-	p.heartbeat = milliseconds(o.HeartbeatMS)
-	p.maxData = int(o.MaxData)
-	p.stdinWindow = o.StdinLimit
-	p.stdinWin = credit.NewWindow(o.StdinLimit)
-	p.outRecv = credit.NewReceiver(o.StdoutWindow)
-	p.errCap = p.opts.StderrBuffer
-	if p.errCap == 0 {
-		p.errCap = int(min(o.StderrWindow, 1<<30))
+	if err := frames.Validate(&frames.Open{InstanceID: h.InstanceID, Request: frames.ProcessRequest{
+		Executable: "x", Arguments: []string{}, WorkingDirectory: "/", Environment: map[string]string{},
+	}}); err != nil {
+		return nil, fmt.Errorf("procwire: attach: %w", err)
 	}
-	return nil
+	p := newProcess(url, h.InstanceID, o)
+	from := int64(0)
+	for gap := false; ; gap = true {
+		ws, err := p.dial(ctx, h.ProcessID)
+		if err != nil {
+			p.stopLife()
+			return nil, fmt.Errorf("procwire: attach: %w", err)
+		}
+		var f frames.Frame
+		f, err = ws.exchange(ctx, &frames.Resume{ProcessID: h.ProcessID, Token: h.Token, StdoutReceived: from})
+		var re *RemoteError
+		if !gap && errors.As(err, &re) && re.Frame.Reason == "replay_gap" && re.Frame.Gap != nil && re.Frame.Gap.Oldest > from {
+			ws.close()
+			from = re.Frame.Gap.Oldest
+			continue
+		}
+		if err == nil {
+			r, ok := f.(*frames.Resumed)
+			if !ok {
+				err = protocolErrorf(f.Type().String(), "unexpected answer to resume")
+			} else {
+				p.m, err = newAttachedMachine(&h, r, from, o.limits())
+			}
+		}
+		if err != nil {
+			ws.close()
+			p.stopLife()
+			if !isFinal(err) {
+				err = fmt.Errorf("procwire: attach: %w", err)
+			}
+			return nil, err
+		}
+		p.log = p.log.With("process_id", h.ProcessID)
+		go p.supervise(ws)
+		return p, nil
+	}
 }
 
 // milliseconds converts a count of milliseconds from the server, up to
@@ -236,11 +229,24 @@ func milliseconds(ms int64) time.Duration {
 }
 
 // ID returns the server-chosen process id.
-func (p *Process) ID() string { return p.id }
+func (p *Process) ID() string { return p.m.id }
 
 // Evidence returns the server-authored evidence of the process, as checked
 // against the request when it was opened.
-func (p *Process) Evidence() frames.Evidence { return p.evidence }
+func (p *Process) Evidence() frames.Evidence { return p.m.evidence }
+
+// Handle returns what Attach needs to take the process over. It holds the
+// resume token: keep it secret.
+func (p *Process) Handle() Handle {
+	return Handle{
+		InstanceID:  p.instanceID,
+		ProcessID:   p.m.id,
+		Token:       p.m.token,
+		MaxData:     int64(p.m.maxData),
+		GraceMS:     p.m.grace.Milliseconds(),
+		HeartbeatMS: p.m.heartbeat.Milliseconds(),
+	}
+}
 
 // Stdin returns the process's standard input.
 func (p *Process) Stdin() *Stdin { return &p.stdin }
@@ -260,11 +266,8 @@ func (p *Process) Wait(ctx context.Context) (ExitStatus, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
-		switch {
-		case p.exit != nil:
-			return *p.exit, nil
-		case p.err != nil:
-			return ExitStatus{}, p.err
+		if s, err, ok := p.m.wait(); ok {
+			return s, err
 		}
 		if err := p.waitLocked(ctx); err != nil {
 			return ExitStatus{}, fmt.Errorf("procwire: wait: %w", err)
@@ -274,8 +277,11 @@ func (p *Process) Wait(ctx context.Context) (ExitStatus, error) {
 
 // Signal sends sig (SIGINT, SIGTERM or SIGKILL) to the process's group and
 // reports whether it was delivered (false: the process had already exited).
-// A signal interrupted by a lost connection is sent again after the resume
-// with the same id, so it is never delivered twice.
+// It is sent after every stdin byte written before the call. A signal
+// interrupted by a lost connection is sent again after the resume with the
+// same id, so it is never delivered twice. A signal the server failed to
+// deliver returns a *RemoteError (SandboxOperationFailed, reason
+// signal_failed).
 func (p *Process) Signal(ctx context.Context, sig frames.SignalName) (delivered bool, err error) {
 	switch sig {
 	case frames.SIGINT, frames.SIGTERM, frames.SIGKILL:
@@ -283,36 +289,21 @@ func (p *Process) Signal(ctx context.Context, sig frames.SignalName) (delivered 
 		return false, fmt.Errorf("procwire: signal %q not one of SIGINT, SIGTERM, SIGKILL", sig)
 	}
 	p.mu.Lock()
-	if err := p.usableLocked(); err != nil {
-		p.mu.Unlock()
+	defer p.mu.Unlock()
+	id, ev, err := p.m.sendSignal(sig)
+	if err != nil {
 		return false, err
 	}
-	p.nextSig++
-	s := &pendingSignal{id: p.nextSig, sig: sig, result: make(chan string, 1)}
-	p.signals = append(p.signals, s)
-	p.kickLocked()
-	p.blockingLocked()
-	p.mu.Unlock()
-
-	select {
-	case r := <-s.result:
-		return r == frames.SignalDelivered, nil
-	case <-p.done:
-		err = p.err
-	case <-p.destroyReqCh:
-		err = ErrDestroyed
-	case <-ctx.Done():
-		err = fmt.Errorf("procwire: signal: %w", ctx.Err())
+	p.applyLocked(ev)
+	for {
+		if done, ok, err := p.m.signalDone(id); done {
+			return ok, err
+		}
+		if err := p.waitLocked(ctx); err != nil {
+			p.m.dropSignal(id)
+			return false, fmt.Errorf("procwire: signal: %w", err)
+		}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case r := <-s.result: // answered meanwhile
-		return r == frames.SignalDelivered, nil
-	default:
-	}
-	p.dropSignalLocked(s.id)
-	return false, err
 }
 
 // Destroy tears the process down: it kills its process group, waits for the
@@ -320,23 +311,23 @@ func (p *Process) Signal(ctx context.Context, sig frames.SignalName) (delivered 
 // later calls settle the same way, also after the process exited, after the
 // connection was lost for good, and after an answer was lost (the destroy is
 // then repeated on a new connection). It returns nil once the server said
-// the process is destroyed (or that it is shutting down, which destroys
-// every process), a *RemoteError if the server refused, or early with
-// ctx's error, and a later call tries again. Every blocked call of the
-// handle returns ErrDestroyed; Wait returns the exit if the server
-// reported one.
+// the process is destroyed, or a *RemoteError if the server refused.
+//
+// Destroy is bounded by Options.DestroyTimeout whatever ctx: when the grace
+// ran out with no connection it settles at once with ErrExpired (the server
+// destroys a process nobody resumed), and when the server gives no answer in
+// time it settles with an error wrapping context.DeadlineExceeded. If ctx
+// ends first it returns ctx's error, and a later call tries again. Every
+// blocked call of the handle returns ErrDestroyed; Wait returns the exit if
+// the server reported one.
 func (p *Process) Destroy(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, p.opts.DestroyTimeout)
+	defer cancel()
 	p.mu.Lock()
-	if !p.destroyReq {
-		p.destroyReq = true
-		close(p.destroyReqCh)
-		p.stdinWin.Close(ErrDestroyed)
-		p.kickLocked()
-		p.broadcastLocked()
-		select { // cut a reconnection backoff short
-		case p.redial <- struct{}{}:
-		default:
-		}
+	p.applyLocked(p.m.destroy(time.Now()))
+	select { // cut a reconnection backoff short
+	case p.redial <- struct{}{}:
+	default:
 	}
 	p.blockingLocked()
 	p.mu.Unlock()
@@ -346,21 +337,54 @@ func (p *Process) Destroy(ctx context.Context) error {
 	case <-p.superDone:
 		// The supervisor has stopped without settling the destroy: it is
 		// done on a connection of our own.
-		if err := p.destroyExclusive(ctx); err != nil && !p.destroySettled() {
-			return err
+		if err := p.destroyExclusive(dctx); err != nil && !p.destroySettled() {
+			if dctx.Err() == nil {
+				return err // a later call tries again
+			}
+			return p.destroyFailed(ctx, err)
 		}
-	case <-ctx.Done():
-		return fmt.Errorf("procwire: destroy: %w", ctx.Err())
+	case <-dctx.Done():
+		return p.destroyFailed(ctx, dctx.Err())
 	}
 	// The supervisor stops promptly once the destroy settled.
 	select {
 	case <-p.superDone:
-	case <-ctx.Done():
-		return fmt.Errorf("procwire: destroy: %w", ctx.Err())
+	case <-dctx.Done():
+		return p.destroyFailed(ctx, dctx.Err())
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.destroyErr
+	return p.m.destroyErr
+}
+
+// destroyFailed returns the error of a Destroy that got no answer: ctx's
+// when the caller gave up (a later call tries again); else DestroyTimeout
+// ran out, which settles the destroy and stops the handle.
+func (p *Process) destroyFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("procwire: destroy: %w", ctx.Err())
+	}
+	p.mu.Lock()
+	p.applyLocked(p.m.settleDestroy(fmt.Errorf("procwire: destroy: no answer within the %v DestroyTimeout: %w",
+		p.opts.DestroyTimeout, err)))
+	p.mu.Unlock()
+	p.stopLife()
+	<-p.superDone // stopping takes no longer than closing a connection
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m.destroyErr
+}
+
+// Detach lets go of the process without destroying it: it closes the
+// connection and stops the handle's goroutines, leaving the process to
+// the server's grace, within which Attach (with Handle) can take it over.
+// Every later call of the handle returns ErrDetached.
+func (p *Process) Detach() {
+	p.mu.Lock()
+	p.applyLocked(p.m.detach())
+	p.mu.Unlock()
+	p.stopLife()
+	<-p.superDone
 }
 
 func (p *Process) destroySettled() bool {
@@ -386,39 +410,37 @@ func (p *Process) destroyExclusive(ctx context.Context) error {
 	return p.destroyRemote(ctx)
 }
 
-// settleDestroyLocked records the outcome of a destroy, once. A destroyed
-// process ends the handle.
-func (p *Process) settleDestroyLocked(err error) {
-	if !p.destroyed {
-		p.destroyed, p.destroyErr = true, err
-		close(p.destroyDone)
+// applyLocked carries out what a transition of the machine calls for.
+func (p *Process) applyLocked(ev events) {
+	if ev&evWake != 0 {
+		p.broadcastLocked()
 	}
-	if err == nil {
-		p.endLocked(ErrDestroyed)
+	if ev&evSend != 0 {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
 	}
-}
-
-// endLocked ends the handle with err, once: every blocked and later call
-// returns err (Wait returns the exit if one was seen first).
-func (p *Process) endLocked(err error) {
-	if p.err != nil {
-		return
-	}
-	p.err = err
-	close(p.done)
-	p.stdinWin.Close(err)
-	p.broadcastLocked()
-	if !errors.Is(err, ErrDestroyed) {
-		p.log.Warn("process handle ended", "err", err)
+	if ev&evEnd != 0 {
+		if p.m.err != nil && !isClosed(p.done) {
+			close(p.done)
+			if !errors.Is(p.m.err, ErrDestroyed) && !errors.Is(p.m.err, ErrDetached) {
+				p.log.Warn("process handle ended", "err", p.m.err)
+			}
+		}
+		if p.m.st == stateDestroyed && !isClosed(p.destroyDone) {
+			close(p.destroyDone)
+		}
 	}
 }
 
-// usableLocked returns the error a new call must fail with, if any.
-func (p *Process) usableLocked() error {
-	if p.destroyReq {
-		return ErrDestroyed
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
-	return p.err
 }
 
 // waitLocked waits, with mu released, until the state changes or ctx
@@ -451,21 +473,5 @@ func (p *Process) broadcastLocked() {
 	if p.changed != nil {
 		close(p.changed)
 		p.changed = nil
-	}
-}
-
-// kickLocked wakes the writer of the attached connection, if any.
-func (p *Process) kickLocked() {
-	if p.conn != nil {
-		p.conn.kick()
-	}
-}
-
-func (p *Process) dropSignalLocked(id int64) {
-	for i, s := range p.signals {
-		if s.id == id {
-			p.signals = append(p.signals[:i], p.signals[i+1:]...)
-			return
-		}
 	}
 }

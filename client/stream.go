@@ -27,44 +27,20 @@ func (s *Stream) Read(b []byte) (int, error) {
 }
 
 // ReadContext reads up to len(b) bytes, blocking until some are available,
-// the stream ends (io.EOF) or ctx ends. Once Destroy was called it returns
-// ErrDestroyed. When the handle ended otherwise (connection lost, protocol
-// error) it returns that error, unless the stream was complete: stdout's
-// EOF, or stderr's exit, was received before.
+// the stream ends (io.EOF) or ctx ends. Every byte the client holds is
+// handed over before an error: after the stream's end (stdout's EOF, or
+// stderr once the exit was received) it returns io.EOF, and after that no
+// data; when the handle ended before the stream did it returns what ended
+// it (ErrDestroyed once Destroy was called, ErrConnectionLost, ...).
 func (s *Stream) ReadContext(ctx context.Context, b []byte) (int, error) {
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	q := &p.outBuf
-	if s.stderr {
-		q = &p.errBuf
-	}
 	for {
-		// A complete stream reads to its end whatever happens next.
-		complete := p.outEOFOK
-		if s.stderr {
-			complete = p.exit != nil
-		}
-		switch {
-		case p.destroyReq:
-			return 0, ErrDestroyed
-		case p.err != nil && !complete:
-			return 0, p.err // what is held is not trusted any more
-		case !q.empty() && len(b) > 0:
-			n := copy(b, q.from(q.start, len(b)))
-			q.discard(q.start + int64(n))
-			if !s.stderr {
-				p.outRecv.Consume(int64(n))
-				if _, ok := p.outRecv.Grant(); ok {
-					p.ackTo = p.outRecv.Consumed()
-					p.kickLocked()
-				}
-			}
-			return n, nil
-		case complete && q.empty():
-			return 0, io.EOF
-		case len(b) == 0:
-			return 0, nil
+		n, err, ev, ok := p.m.read(s.stderr, b)
+		if ok {
+			p.applyLocked(ev)
+			return n, err
 		}
 		if err := p.waitLocked(ctx); err != nil {
 			return 0, fmt.Errorf("procwire: read: %w", err)
@@ -78,7 +54,7 @@ func (s *Stream) Dropped() int64 {
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
 	if s.stderr {
-		return s.p.errDropped
+		return s.p.m.errDropped
 	}
 	return 0
 }
@@ -89,9 +65,9 @@ func (s *Stream) Received() int64 {
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
 	if s.stderr {
-		return s.p.errRecv
+		return s.p.m.errRecv
 	}
-	return s.p.outRecv.Received()
+	return s.p.m.outReceived()
 }
 
 // Stdin is the process's standard input, an io.WriteCloser. One goroutine
@@ -114,48 +90,28 @@ func (s *Stdin) Write(b []byte) (int, error) {
 
 // WriteContext writes b, blocking while there is no credit. It returns
 // early, with the count of bytes written, when ctx ends, on Destroy
-// (ErrDestroyed) or when the handle ended. Bytes written after the process
-// exited are discarded by the server.
+// (ErrDestroyed), when the server refused a stdin write (a *RemoteError
+// with operation write_stdin) or when the handle ended. Bytes written after
+// the process exited are discarded by the server.
 func (s *Stdin) WriteContext(ctx context.Context, b []byte) (int, error) {
-	p := s.p
-	n := 0
-	for n < len(b) {
-		if err := s.usable(); err != nil {
-			return n, err
-		}
-		k, err := p.stdinWin.Reserve(ctx, int64(len(b)-n))
-		if err != nil {
-			return n, fmt.Errorf("procwire: write: %w", err)
-		}
-		p.mu.Lock()
-		if err := p.usableLocked(); err != nil {
-			p.mu.Unlock()
-			return n, err
-		}
-		if p.inClosed {
-			p.mu.Unlock()
-			return n, ErrStdinClosed
-		}
-		p.inBuf.push(b[n : n+int(k)])
-		p.kickLocked()
-		p.mu.Unlock()
-		n += int(k)
-	}
-	return n, nil
-}
-
-// usable returns the error a write must fail with, if any.
-func (s *Stdin) usable() error {
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.inClosed {
-		return ErrStdinClosed
+	n := 0
+	for n < len(b) {
+		k, ev, err := p.m.write(b[n:])
+		if err != nil {
+			return n, err
+		}
+		p.applyLocked(ev)
+		n += k
+		if k == 0 {
+			if err := p.waitLocked(ctx); err != nil {
+				return n, fmt.Errorf("procwire: write: %w", err)
+			}
+		}
 	}
-	if p.stdinWin.Available() == 0 {
-		p.blockingLocked()
-	}
-	return p.usableLocked()
+	return n, nil
 }
 
 // Close closes like CloseContext without a deadline.
@@ -165,23 +121,23 @@ func (s *Stdin) Close() error {
 
 // CloseContext half-closes stdin: after the last byte written, the process
 // reads EOF. It returns once the close was handed to a connection (it is
-// sent again after a resume if needed), or early when ctx ends or the handle
-// ended. Closing again is harmless.
+// sent again after a resume if needed), or early when ctx ends, the server
+// refused a stdin write or the handle ended. Closing again is harmless.
 func (s *Stdin) CloseContext(ctx context.Context) error {
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.inClosed {
-		p.inClosed = true
-		p.kickLocked()
-	}
-	for !p.closeSent {
-		if err := p.usableLocked(); err != nil {
+	p.applyLocked(p.m.closeStdin())
+	for {
+		done, err := p.m.stdinCloseDone()
+		if done {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		if err := p.waitLocked(ctx); err != nil {
 			return fmt.Errorf("procwire: close stdin: %w", err)
 		}
 	}
-	return nil
 }

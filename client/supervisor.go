@@ -1,0 +1,392 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/procwire/procwire/frames"
+)
+
+// errStop ends a connection whose handle has ended.
+var errStop = errors.New("procwire: handle ended")
+
+// The supervisor: one goroutine per handle that serves the attached
+// connection and, when it is lost, resumes on a new one with a jittered
+// backoff until the handle ends; then destroys a process the handle failed
+// on. What a frame or a loss means is the machine's to say.
+
+// supervise serves connections, ws first, and reconnects after each loss
+// until the handle ends. It owns every goroutine of the handle.
+func (p *Process) supervise(ws *wsConn) {
+	defer close(p.superDone)
+	b := p.newBackoff()
+	for ws != nil {
+		start := time.Now()
+		err := p.serve(ws)
+		now := time.Now()
+		if now.Sub(start) > p.opts.ReconnectMax {
+			b.reset() // a connection that lasted is no sign of a failing server
+		}
+		p.mu.Lock()
+		p.m.lost(now)
+		if !p.m.ended() {
+			p.applyLocked(p.closedForGood(err))
+		}
+		ended := p.m.ended()
+		p.mu.Unlock()
+		if ended || p.life.Err() != nil {
+			break
+		}
+		p.log.Info("connection lost, resuming", "err", err)
+		ws = p.reconnect(b)
+	}
+	p.autoDestroy()
+}
+
+// closedForGood ends the handle when err says the server closed the
+// connection in a way that makes resuming pointless. Any other close,
+// without procwire's word before it (1001 and 1011 from a proxy, a reset),
+// is a loss to resume from.
+func (p *Process) closedForGood(err error) events {
+	switch code := websocket.CloseStatus(err); code {
+	case 4001: // another client holds the process now
+		return p.m.leave(fmt.Errorf("%w: the process was resumed on another connection: %w", ErrConnectionLost, err))
+	case websocket.StatusProtocolError, websocket.StatusUnsupportedData, websocket.StatusInvalidFramePayloadData,
+		websocket.StatusPolicyViolation, websocket.StatusMessageTooBig:
+		return p.m.end(fmt.Errorf("%w: the server refused the connection: %w", ErrConnectionLost, err))
+	}
+	return 0
+}
+
+// serve serves ws until it fails, the handle ends or the handle stops,
+// then closes it.
+func (p *Process) serve(ws *wsConn) error {
+	ctx, cancel := context.WithCancel(p.life)
+	n := 2
+	errc := make(chan error, 3)
+	go func() { errc <- p.readLoop(ws) }()
+	go func() { errc <- p.writeLoop(ctx, ws) }()
+	if p.m.heartbeat > 0 {
+		n++
+		go func() { errc <- ws.pingLoop(ctx, p.m.heartbeat) }()
+	}
+	var err error
+	select {
+	case err = <-errc:
+		n--
+	case <-p.life.Done():
+		err = p.life.Err()
+	}
+	cancel()
+	ws.close()
+	for range n {
+		// The close code the reader saw decides what the loss means, also
+		// when the writer, failing on the same close, reported first.
+		if e := <-errc; websocket.CloseStatus(err) == -1 && websocket.CloseStatus(e) != -1 {
+			err = e
+		}
+	}
+	return err
+}
+
+// readLoop hands the frames of ws to the machine. serve ends it by closing
+// the connection, so reads take no context (one with a Done channel would
+// cost an allocation per frame).
+func (p *Process) readLoop(ws *wsConn) error {
+	for {
+		f, err := ws.read(context.Background())
+		p.mu.Lock()
+		if err == nil {
+			p.applyLocked(p.m.receive(f))
+			if p.testHookFrame != nil {
+				p.testHookFrame()
+			}
+			if p.m.ended() {
+				err = errStop
+			}
+		} else if isFinal(err) {
+			p.applyLocked(p.m.end(err))
+		}
+		p.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// writeLoop sends what the machine has to send, whenever woken.
+func (p *Process) writeLoop(ctx context.Context, ws *wsConn) error {
+	var out outFrames
+	for {
+		for {
+			p.mu.Lock()
+			var ev events
+			ws.wbuf, ev = p.m.next(ws.wbuf[:0], &out)
+			p.applyLocked(ev)
+			p.mu.Unlock()
+			if len(ws.wbuf) == 0 {
+				break
+			}
+			// Closing the connection ends a blocked write (see readLoop).
+			if err := ws.ws.Write(context.Background(), websocket.MessageText, ws.wbuf); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+		}
+		select {
+		case <-p.wake:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// pingLoop checks that the server answers pings within the heartbeat.
+func (w *wsConn) pingLoop(ctx context.Context, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, every)
+		err := w.ws.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("heartbeat: %w", err)
+		}
+	}
+}
+
+// reconnect resumes the process on a new connection, retrying with backoff
+// within the grace, or destroys it there if a Destroy is pending. It
+// returns nil when the handle ended instead.
+func (p *Process) reconnect(b *backoff) *wsConn {
+	var last error
+	for attempt := 1; ; attempt++ {
+		p.mu.Lock()
+		if p.m.ended() || p.life.Err() != nil {
+			p.mu.Unlock()
+			return nil
+		}
+		if p.m.expired(time.Now()) {
+			p.applyLocked(p.m.leave(fmt.Errorf("%w: no resume within the %v grace: %w", ErrConnectionLost, p.m.grace, last)))
+			p.mu.Unlock()
+			return nil
+		}
+		destroying := p.m.st == stateDestroying
+		resume, destroy := p.m.resumeFrame(), p.m.destroyFrame()
+		deadline := p.m.graceEnd()
+		p.mu.Unlock()
+
+		ctx, cancel := context.WithDeadline(p.life, deadline)
+		ws, reached, err := p.attempt(ctx, destroying, resume, destroy)
+		if ws != nil {
+			cancel()
+			p.log.Info("resumed", "attempt", attempt)
+			return ws
+		}
+		p.mu.Lock()
+		var ev events
+		switch {
+		case errors.Is(err, errStop):
+		case isFinal(err):
+			ev = p.m.end(err)
+		default:
+			ev = p.closedForGood(err)
+			if ev == 0 && reached {
+				ev, _ = p.m.resumeFailed(err)
+			}
+		}
+		p.applyLocked(ev)
+		ended := p.m.ended()
+		p.mu.Unlock()
+		if ended {
+			cancel()
+			return nil
+		}
+		last = err
+		p.log.Debug("reconnect failed", "attempt", attempt, "err", err)
+		b.wait(ctx, p.redial)
+		cancel()
+	}
+}
+
+// attempt dials and resumes, or destroys if destroying (then returning
+// errStop once it settled). reached reports whether the server was
+// reached: the upgrade was answered.
+func (p *Process) attempt(ctx context.Context, destroying bool, resume *frames.Resume, destroy *frames.Destroy) (_ *wsConn, reached bool, _ error) {
+	ws, err := p.dial(ctx, resume.ProcessID)
+	if err != nil {
+		var he *httpError
+		return nil, errors.As(err, &he), err
+	}
+	if destroying {
+		err := p.destroyVia(ctx, ws, destroy)
+		ws.close()
+		if err == nil {
+			err = errStop
+		}
+		return nil, true, err
+	}
+	f, err := ws.exchange(ctx, resume)
+	if err == nil {
+		r, ok := f.(*frames.Resumed)
+		if !ok {
+			err = protocolErrorf(f.Type().String(), "unexpected answer to resume")
+		} else {
+			p.mu.Lock()
+			var ev events
+			ev, err = p.m.resumed(r)
+			p.applyLocked(ev)
+			p.mu.Unlock()
+			if err == nil {
+				return ws, true, nil
+			}
+		}
+	}
+	ws.close()
+	return nil, true, err
+}
+
+// destroyVia destroys the process with d as the first frame of ws and
+// settles the destroy with the answer.
+func (p *Process) destroyVia(ctx context.Context, ws *wsConn, d *frames.Destroy) error {
+	err := p.destroyOn(ctx, ws, d)
+	var re *RemoteError
+	if err == nil || errors.As(err, &re) {
+		p.mu.Lock()
+		p.applyLocked(p.m.settleDestroy(err))
+		p.mu.Unlock()
+	}
+	return err
+}
+
+// destroyOn sends d on ws and reads until the answer: nil for destroyed, a
+// *RemoteError for a refusal. An exit on the way is recorded.
+func (p *Process) destroyOn(ctx context.Context, ws *wsConn, d *frames.Destroy) error {
+	if err := ws.write(ctx, d); err != nil {
+		return err
+	}
+	for {
+		f, err := ws.read(ctx)
+		if err != nil {
+			return err
+		}
+		switch f := f.(type) {
+		case *frames.Destroyed:
+			if id := p.processID(); id != "" && f.ProcessID != id {
+				return protocolErrorf("destroyed.process_id", "%q, expected %q", f.ProcessID, id)
+			}
+			return nil
+		case *frames.Error:
+			return &RemoteError{Frame: *f}
+		case *frames.Exit:
+			p.mu.Lock()
+			var err error
+			if p.m != nil {
+				var ev events
+				ev, err = p.m.exited(f)
+				p.applyLocked(ev)
+			}
+			p.mu.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+		// Output still in flight is of no use any more.
+	}
+}
+
+// processID returns the id of the process, "" while opening.
+func (p *Process) processID() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		return ""
+	}
+	return p.m.id
+}
+
+// destroyRemote destroys the process on connections of its own, retrying
+// with backoff until the destroy settles or ctx ends.
+func (p *Process) destroyRemote(ctx context.Context) error {
+	b := p.newBackoff()
+	for {
+		p.mu.Lock()
+		if p.m.expired(time.Now()) {
+			p.applyLocked(p.m.settleDestroy(fmt.Errorf("%w: no connection for the %v grace", ErrExpired, p.m.grace)))
+		}
+		settled, d := p.m.st == stateDestroyed, p.m.destroyFrame()
+		p.mu.Unlock()
+		if settled {
+			return nil
+		}
+		ws, err := p.dial(ctx, d.ProcessID)
+		if err == nil {
+			err = p.destroyVia(ctx, ws, d)
+			ws.close()
+			if err == nil || isFinal(err) {
+				return err
+			}
+		}
+		p.log.Debug("destroy failed", "err", err)
+		if !b.wait(ctx, nil) {
+			return fmt.Errorf("procwire: destroy: %w (last: %w)", ctx.Err(), err)
+		}
+	}
+}
+
+// autoDestroy destroys a process whose handle failed while the process may
+// still run on the server, unusable: the server broke the protocol,
+// refused a resume (a replay gap) or the connection for good.
+func (p *Process) autoDestroy() {
+	p.mu.Lock()
+	failed := p.m.st == stateFailed
+	p.mu.Unlock()
+	if !failed || p.life.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.life, p.opts.DestroyTimeout)
+	defer cancel()
+	if err := p.destroyExclusive(ctx); err != nil {
+		p.log.Warn("destroy after a failure", "err", err)
+	}
+}
+
+// backoff is a jittered exponential backoff.
+type backoff struct{ min, max, cur time.Duration }
+
+func (p *Process) newBackoff() *backoff {
+	return &backoff{min: p.opts.ReconnectMin, max: p.opts.ReconnectMax}
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// wait waits for the next delay, a wake-up or the end of ctx, and reports
+// whether to try again.
+func (b *backoff) wait(ctx context.Context, wake <-chan struct{}) bool {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	t := time.NewTimer(b.cur/2 + rand.N(b.cur/2+1))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-wake:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
