@@ -1,48 +1,36 @@
-package client_test
+package client
 
 import (
 	"bytes"
-	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"reflect"
-	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
-
-	"github.com/procwire/procwire/client"
 	"github.com/procwire/procwire/frames"
 )
 
-// FuzzClientSession plays a hostile or broken server against one Process.
-// After a faithful opened, the fake server sends the frames an input
-// describes (valid and mutated stdout, stdout_eof, stderr, exit, credit,
-// signaled, destroyed, frames out of place, garbage, binary messages,
-// oversized messages, error frames), drops connections and answers the
-// resumes that follow, faithfully or not; the same input also has the test,
-// acting as the Runner, write stdin, close it, signal and wait, while it
-// reads stdout throughout.
+// FuzzClientSession plays a hostile or broken server against the client's
+// state machine, frame by frame: no socket, no goroutine, no clock. After
+// an opened (faithful, or announcing more than was asked for), the model
+// server sends the frames an input describes (valid and mutated stdout,
+// stdout_eof, stderr, exit, credit, signaled, destroyed, frames out of
+// place, error frames for a signal, for stdin and for the session), loses
+// connections and answers the resumes that follow, faithfully or not, or
+// lets time run past the grace; the same input has the test, acting as the
+// Runner, write stdin, close it, signal, read and destroy.
 //
-// Whatever the server does, the client must not panic; every call returns
-// within its context; stdout reads exactly a prefix of the bytes sent at
-// their offsets and ends only with io.EOF at an offset a stdout_eof named or
-// with a typed error; Wait settles once; the bytes held never exceed the
-// windows of opened; the client sends only stdin the server granted, in
-// order, with the bytes written, and acks only stdout sent; after Destroy
-// no goroutine is left.
+// Whatever the server does, the machine must not panic; a frame that breaks
+// the protocol ends the handle with a *ProtocolError; every end is typed;
+// stdout reads exactly the bytes sent at their offsets, ends only with
+// io.EOF at the offset a stdout_eof named, hands over every byte held
+// before an error, and nothing after io.EOF (stderr neither); Wait settles
+// once; the bytes held never exceed the windows asked for; the client sends
+// only stdin the server granted, in order, with the bytes written, a signal
+// only after the stdin written before it, acks only stdout sent and
+// nothing once the handle ended.
 func FuzzClientSession(f *testing.F) {
 	for _, s := range sessionSeeds() {
 		f.Add(s)
@@ -54,18 +42,13 @@ func FuzzClientSession(f *testing.F) {
 
 const (
 	sessionMaxOps = 48
-	// sessionGuard bounds an input: reaching it is a hang.
-	sessionGuard = 10 * time.Second
-	// sessionSlack is how late a call may return after its context ended
-	// (the race detector on two shared cores is slow, a hang is forever).
-	sessionSlack = 2 * time.Second
-	// callTimeout bounds the Runner's calls made while the script runs.
-	callTimeout = 50 * time.Millisecond
-	sessionInst = "inst-1"
-	otherID     = "fedcba9876543210fedcba9876543210"
+	sessionInst   = "inst-1"
+	sessionID     = "0123456789abcdef0123456789abcdef"
+	sessionToken  = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	otherID       = "fedcba9876543210fedcba9876543210"
 )
 
-// The fake's streams: byte i of each is a hash of i, so that a byte moved,
+// The streams: byte i of each is a hash of i, so that a byte moved,
 // dropped or repeated reads as a wrong byte.
 const (
 	stdoutSeed = 1
@@ -91,86 +74,82 @@ func streamBytes(seed uint64, off int64, n int) []byte {
 	return b
 }
 
-// sessionParams are the opened the fake sends and how it behaves.
+// sessionParams are the opened the model sends and how it behaves.
 type sessionParams struct {
 	stdoutWindow, stdinWindow, stderrWindow, maxData int64
 	graceMS, heartbeatMS                             int64
 	manualSignals                                    bool // signals are answered only by the script
 	manualCredit                                     bool // stdin is credited only by the script
-	badDestroyExit                                   bool // a first-frame destroy is answered with a different exit first
-	destroyDrop                                      bool // a destroy in a session is answered by dropping the connection
+	oversized                                        bool // opened announces more than was asked for
+	destroyDrop                                      bool // a destroy in a session is answered by losing the connection
 	stderrReader                                     bool // the Runner reads stderr too
 	stderrBuffer                                     int  // Options.StderrBuffer
 	readSize                                         int  // the Runner's stdout read buffer
+	budget                                           int  // Options.ResumeBudget
 }
 
 type sessionOp struct{ code, a, b, c byte }
 
 // Script operations, chosen by code % len(sessionOps).
 const (
-	opStdout        = iota // valid stdout at the next offset
-	opStdoutBig            // valid stdout above max_data
-	opStdoutOff            // stdout at a wrong offset
-	opEOF                  // stdout_eof, mostly at the next offset
-	opStderr               // stderr, with jumps, overlaps and sizes
-	opExit                 // exit, the same again or another
-	opCredit               // credit, valid or not
-	opSignaled             // signaled for a known or unknown id
-	opDestroyed            // destroyed for this or another id
-	opSessionFrame         // resumed, opened or a client frame in a session
-	opGarbage              // a line that does not decode
-	opBinary               // a binary message
-	opDrop                 // the connection ends, abruptly or with a close code
-	opError                // an error frame
-	opOversize             // a message over MaxLine
-	opWrite                // Runner: write stdin
-	opCloseStdin           // Runner: close stdin
-	opSignal               // Runner: signal
-	opWait                 // Runner: wait briefly
-	opSync                 // ping: the client has handled every frame before
-	opRefuse               // the next dials get an HTTP error
-	opDestroy              // Runner: destroy
-	opDestroyAnswer        // the next first-frame destroys are answered wrongly
+	opStdout       = iota // valid stdout at the next offset
+	opStdoutBig           // stdout above max_data
+	opStdoutOff           // stdout at a wrong offset
+	opEOF                 // stdout_eof, mostly at the next offset
+	opStderr              // stderr, with jumps, overlaps and sizes
+	opExit                // exit, the same again or another
+	opCredit              // credit, valid or not
+	opSignaled            // signaled for a known or unknown id
+	opDestroyed           // destroyed for this or another id
+	opSessionFrame        // resumed, opened or a client frame in a session
+	opDrop                // the connection is lost; the next op answers the resume
+	opError               // an error frame: for a signal, for stdin, or for the session
+	opWrite               // Runner: write stdin
+	opCloseStdin          // Runner: close stdin
+	opSignal              // Runner: signal
+	opRead                // Runner: read stdout (and stderr)
+	opFlush               // the client's frames reach the server
+	opTime                // time passes
+	opDestroy             // Runner: destroy
 )
 
 // sessionOps weighs the operations.
 var sessionOps = [...]int{
-	opStdout, opStdout, opStdout, opStdout, opDestroyAnswer, opStdoutBig, opStdoutOff, opStdoutOff,
-	opEOF, opEOF, opStderr, opStderr, opExit, opExit, opCredit, opCredit,
-	opSignaled, opDestroyed, opSessionFrame, opGarbage, opBinary, opDrop, opDrop, opDrop,
-	opError, opOversize, opWrite, opWrite, opWrite, opCloseStdin, opSignal, opSignal,
-	opWait, opSync, opRefuse, opDestroy,
+	opStdout, opStdout, opStdout, opStdout, opStdoutBig, opStdoutOff, opEOF, opEOF,
+	opStderr, opStderr, opExit, opExit, opCredit, opCredit, opSignaled, opDestroyed,
+	opSessionFrame, opDrop, opDrop, opDrop, opError, opError, opWrite, opWrite,
+	opWrite, opCloseStdin, opSignal, opSignal, opRead, opRead, opFlush, opFlush,
+	opTime, opDestroy,
 }
 
 // Answers to a resume, chosen by code % 16 of the next operation.
 const (
-	resFaithful      = 6 // 0..6
-	resEvidence      = 7
-	resProcessID     = 8
-	resStdinReceived = 9
-	resStdinLimit    = 10
-	resError         = 11
-	resGarbage       = 12
-	resDrop          = 13
-	resOtherFrame    = 14
-	resReplayOffset  = 15
+	resFaithful      = 8 // 0..8
+	resEvidence      = 9
+	resProcessID     = 10
+	resStdinReceived = 11
+	resStdinLimit    = 12
+	resError         = 13
+	resFail          = 14 // closed before an answer: a failed resume
+	resLate          = 15 // the grace ran out first
 )
 
 func parseSession(data []byte) (sessionParams, []sessionOp) {
 	var h [8]byte
 	data = data[copy(h[:], data):]
 	p := sessionParams{
-		stdoutWindow:   1 + int64(h[0])*32,
-		maxData:        1 + int64(h[1])*4,
-		stdinWindow:    1 + int64(h[2])*16,
-		stderrWindow:   1 + int64(h[3])*8,
-		graceMS:        20 + int64(h[4]),
-		manualSignals:  h[5]&1 != 0,
-		manualCredit:   h[5]&2 != 0,
-		badDestroyExit: h[5]&4 != 0,
-		destroyDrop:    h[5]&64 != 0,
-		stderrReader:   h[5]&128 != 0,
-		readSize:       1 + int(h[7])*4,
+		stdoutWindow:  1 + int64(h[0])*32,
+		maxData:       1 + int64(h[1])*4,
+		stdinWindow:   1 + int64(h[2])*16,
+		stderrWindow:  1 + int64(h[3])*8,
+		graceMS:       20 + int64(h[4]),
+		manualSignals: h[5]&1 != 0,
+		manualCredit:  h[5]&2 != 0,
+		oversized:     h[5]&4 != 0 && h[6]&1 != 0 && h[0] > 0,
+		destroyDrop:   h[5]&64 != 0,
+		stderrReader:  h[5]&128 != 0,
+		readSize:      1 + int(h[7])*4,
+		budget:        1 + int(h[6]>>5),
 	}
 	if h[5]&32 != 0 {
 		// Centuries: more than a time.Duration holds.
@@ -200,1239 +179,564 @@ func sessionReq() frames.ProcessRequest {
 	}
 }
 
-// sessionFake is the server of one input. Its script runs across
-// connections: each operation is taken once, by whichever connection is
-// live, and a resume consumes one to choose its answer.
-type sessionFake struct {
-	t      *sessionReport
-	prm    sessionParams
-	ops    []sessionOp
-	url    string
-	hs     *httptest.Server
-	ctx    context.Context // ends every connection of the fake
-	cancel context.CancelFunc
-	ready  chan struct{}  // closed by the Runner: the script may start
-	done   chan struct{}  // closed once the script ran out and the client caught up
-	runner chan sessionOp // the Runner's operations, in script order
-	proc   atomic.Pointer[client.Process]
-
-	doneOnce sync.Once
-	wg       sync.WaitGroup // handlers
-
-	mu           sync.Mutex
-	stopped      bool
-	conns        int // connections accepted
-	pos          int
-	refuse       int // dials still to refuse
-	refuseStatus int
-	badDestroys  int  // first-frame destroys still to answer wrongly
-	destroyMode  byte // how, see serveDestroy
-	opened       bool
-	outNext      int64      // end of the valid stdout sent
-	eofValid     bool       // a stdout_eof at outNext was sent
-	eofs         []int64    // the offsets of every stdout_eof sent
-	errMax       int64      // end of the stderr sent
-	errSent      [][2]int64 // the ranges of stderr sent, [off, end)
-	exits        []client.ExitStatus
-	stdinRecv    int64 // stdin held, from 0
-	limitBound   int64 // the highest stdin limit the client may have taken
-	writes       int64 // stdin bytes the Runner was asked to write
-	sigIDs       []int64
-	closeAt      int64 // offset of stdin_close, or -1
-	// mustEnd says why the handle has ended: the client closed a
-	// connection after a frame it must refuse, or acknowledged a close
-	// code that ends the handle. It must not resume after that.
-	mustEnd      string
-	endedByClose bool // mustEnd comes from the client closing after a violation
-	finalClose   bool // a close code that ends the handle was sent
-	synced       bool // the client answered the ping after the last operation
-	withheld     bool // a replay left out stdout the client asked for
-}
-
-// sessionConn is one connection to the fake.
-type sessionConn struct {
-	kind frames.Type // of the first frame
-	ws   *websocket.Conn
-	dead chan struct{} // closed when the client's frames end
-
-	// Guarded by sessionFake.mu.
-	inNext      int64  // offset the next stdin frame must have
-	lastSig     int64  // highest signal id on this connection
-	lastAck     int64  // last ack on this connection
-	stdinClosed bool   // stdin_close received
-	destroyed   bool   // destroy received
-	mustFail    string // why the client may send nothing more here
-	violation   string // a frame sent here that the client must refuse
-	fakeClosed  bool   // the fake closed the connection
-}
-
-func newSessionFake(t *sessionReport, prm sessionParams, ops []sessionOp) *sessionFake {
-	f := &sessionFake{
-		t:       t,
-		prm:     prm,
-		ops:     ops,
-		ready:   make(chan struct{}),
-		done:    make(chan struct{}),
-		runner:  make(chan sessionOp, len(ops)),
-		closeAt: -1,
-	}
-	f.limitBound = prm.stdinWindow
-	f.ctx, f.cancel = context.WithCancel(context.Background())
-	f.hs = httptest.NewServer(f)
-	f.url = "ws" + strings.TrimPrefix(f.hs.URL, "http")
-	return f
-}
-
-// close ends every connection and waits for the handlers.
-func (f *sessionFake) close() {
-	f.mu.Lock()
-	f.stopped = true
-	f.mu.Unlock()
-	f.cancel()
-	f.wg.Wait()
-	f.hs.Close()
-}
-
-func (f *sessionFake) evidence() frames.Evidence {
+func sessionEvidence() frames.Evidence {
 	r := sessionReq()
 	return frames.Evidence{
 		WireRevision:     frames.WireRevision,
-		Provider:         "fake",
+		Provider:         "fuzz",
 		ProviderRevision: "0",
 		InstanceID:       sessionInst,
-		ProcessID:        fakeID,
+		ProcessID:        sessionID,
 		Executable:       r.Executable,
 		WorkingDirectory: r.WorkingDirectory,
 		ArgumentsDigest:  frames.ArgumentsDigest(r.Arguments),
-		StartedAt:        "2026-11-29T09:30:00.000Z",
+		StartedAt:        "2026-01-01T00:00:00.000Z",
 	}
 }
 
-func (f *sessionFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	if f.stopped {
-		f.mu.Unlock()
-		http.Error(w, "stopped", http.StatusServiceUnavailable)
-		return
-	}
-	f.wg.Add(1)
-	defer f.wg.Done()
-	f.conns++
-	if f.refuse > 0 {
-		f.refuse--
-		status := f.refuseStatus
-		f.mu.Unlock()
-		http.Error(w, "refused", status)
-		return
-	}
-	f.mu.Unlock()
+// session is one input: the machine, the model server and the Runner.
+type session struct {
+	t   *testing.T
+	prm sessionParams
+	m   *machine
+	now time.Time
+	out outFrames
+	buf []byte
 
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{frames.Subprotocol}})
-	if err != nil {
-		return
-	}
-	defer ws.CloseNow()
-	ws.SetReadLimit(frames.MaxFirstLine)
-	_, b, err := ws.Read(f.ctx)
-	if err != nil {
-		return
-	}
-	first, err := frames.Decode(b)
-	if err != nil {
-		f.t.Errorf("the client's first frame %q: %v", b, err)
-		return
-	}
-	fc := &sessionConn{kind: first.Type(), ws: ws, dead: make(chan struct{})}
-	go f.readClient(fc)
-	defer func() {
-		ws.CloseNow()
-		<-fc.dead
-	}()
-	switch first := first.(type) {
-	case *frames.Open:
-		f.serveOpen(fc, first)
-	case *frames.Resume:
-		f.serveResume(fc, first)
-	case *frames.Destroy:
-		f.serveDestroy(fc, first)
-	default:
-		f.t.Errorf("the client's first frame is %s", first.Type())
-	}
+	// The server.
+	attached  bool
+	outSent   int64 // stdout sent
+	acked     int64 // the last ack on any connection
+	eofSent   bool
+	exitSent  *ExitStatus
+	errSent   int64 // stderr offset after the last byte sent
+	inRecv    int64 // stdin received, on any connection
+	inLimit   int64 // the stdin limit granted
+	closeRecv bool  // stdin_close received
+	sigSeen   int64 // the highest signal id on this connection
+	destroyed bool  // a destroy was received and answered
+
+	// The Runner.
+	written  int64           // stdin the machine took
+	sigAfter map[int64]int64 // stdin written when each signal was sent
+	readOff  int64           // stdout read
+	outEOF   bool            // stdout returned io.EOF
+	errRead  int64           // stderr bytes read
+	errEOF   bool            // stderr returned io.EOF
+	waited   *waitAnswer
+	violated string // the last violation sent: the handle must end with a *ProtocolError
 }
 
-func (f *sessionFake) send(fc *sessionConn, fr frames.Frame) bool {
-	return f.sendRaw(fc, websocket.MessageText, frames.Append(nil, fr))
-}
-
-func (f *sessionFake) sendRaw(fc *sessionConn, typ websocket.MessageType, b []byte) bool {
-	return fc.ws.Write(f.ctx, typ, b) == nil
-}
-
-// nextOp takes the next operation of the script.
-func (f *sessionFake) nextOp() (sessionOp, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.pos == len(f.ops) {
-		return sessionOp{}, false
-	}
-	f.pos++
-	return f.ops[f.pos-1], true
-}
-
-func (f *sessionFake) serveOpen(fc *sessionConn, o *frames.Open) {
-	f.mu.Lock()
-	again := f.opened
-	f.opened = true
-	f.mu.Unlock()
-	if again {
-		f.t.Errorf("a second open")
-		return
-	}
-	want := &frames.Open{InstanceID: sessionInst, Request: sessionReq()}
-	if !reflect.DeepEqual(want, o) {
-		f.t.Errorf("open %+v, want %+v", o, want)
-	}
-	p := &f.prm
-	f.send(fc, &frames.Opened{
-		ProcessID:    fakeID,
-		Token:        fakeToken,
-		Evidence:     f.evidence(),
-		StdinLimit:   p.stdinWindow,
-		StdoutWindow: p.stdoutWindow,
-		StderrWindow: p.stderrWindow,
-		GraceMS:      p.graceMS,
-		HeartbeatMS:  p.heartbeatMS,
-		ExitWaitMS:   10,
-		MaxData:      p.maxData,
-	})
-	select {
-	case <-f.ready:
-	case <-f.ctx.Done():
-		return
-	}
-	f.script(fc)
-}
-
-// script runs operations on fc until one ends it or none is left.
-func (f *sessionFake) script(fc *sessionConn) {
-	for {
-		select {
-		case <-fc.dead:
-			return
-		default:
-		}
-		op, ok := f.nextOp()
-		if !ok {
-			f.finish(fc)
-			return
-		}
-		if !f.apply(fc, op) {
-			return
-		}
-	}
-}
-
-// finish reports the script done once the client has handled every frame
-// sent before, then serves fc until it ends.
-func (f *sessionFake) finish(fc *sessionConn) {
-	f.doneOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(f.ctx, sessionGuard)
-		err := fc.ws.Ping(ctx) // the pong follows every frame sent before
-		cancel()
-		f.mu.Lock()
-		f.synced = err == nil
-		f.mu.Unlock()
-		close(f.done)
-	})
-	select {
-	case <-fc.dead:
-	case <-f.ctx.Done():
-	}
-}
-
-// apply runs op on fc and reports whether fc is still usable.
-func (f *sessionFake) apply(fc *sessionConn, op sessionOp) bool {
-	p := &f.prm
-	a, b, c := op.a, op.b, op.c
-	switch sessionOps[int(op.code)%len(sessionOps)] {
-	case opStdout, opStdoutBig:
-		n := 1 + int(int64(a)|int64(b)<<8)%int(p.maxData)
-		if c&3 == 0 {
-			n = int(p.maxData)
-		}
-		if sessionOps[int(op.code)%len(sessionOps)] == opStdoutBig {
-			n = min(int(p.maxData)+1+int(a), frames.MaxData)
-		}
-		f.mu.Lock()
-		off := f.outNext
-		f.outNext += int64(n)
-		f.eofValid = false
-		f.mu.Unlock()
-		fr := &frames.Stdout{Off: off, Data: streamBytes(stdoutSeed, off, n)}
-		if int64(n) > p.maxData {
-			return f.violate(fc, "stdout over max_data", fr)
-		}
-		return f.send(fc, fr)
-	case opStdoutOff:
-		n := 1 + int(b)%int(p.maxData)
-		f.mu.Lock()
-		next := f.outNext
-		f.mu.Unlock()
-		off := next + [...]int64{-3, -2, -1, 1, 2, 5, 1 << 40, math.MaxInt64 - next - int64(n) + 1}[a%8]
-		if off < 0 {
-			off = next + 1
-		}
-		return f.violate(fc, "stdout at a wrong offset", &frames.Stdout{Off: off, Data: streamBytes(stdoutSeed, off, n)})
-	case opEOF:
-		f.mu.Lock()
-		off := f.outNext
-		if a%4 == 3 {
-			off += [...]int64{-2, -1, 1, 3}[b%4]
-			off = max(off, 0)
-		}
-		f.eofs = append(f.eofs, off)
-		valid := off == f.outNext
-		f.eofValid = f.eofValid || valid
-		f.mu.Unlock()
-		if !valid {
-			return f.violate(fc, "stdout_eof at a wrong offset", &frames.StdoutEOF{Off: off})
-		}
-		return f.send(fc, &frames.StdoutEOF{Off: off})
-	case opStderr:
-		n := 1 + int(c)%int(p.maxData)
-		if a%8 == 4 && b%4 == 0 {
-			n = min(int(p.maxData)+1+int(c), frames.MaxData)
-		}
-		f.mu.Lock()
-		off := f.errMax
-		switch a % 8 {
-		case 5:
-			off += 1 + int64(b) // the ring dropped bytes
-		case 6:
-			off = max(0, off-1-int64(b)) // bytes the client holds already
-		case 7:
-			off = math.MaxInt64 - int64(b) // the end may overflow
-		}
-		if off <= math.MaxInt64-int64(n) {
-			f.errMax = max(f.errMax, off+int64(n))
-			f.errSent = append(f.errSent, [2]int64{off, off + int64(n)})
-		}
-		f.mu.Unlock()
-		fr := &frames.Stderr{Off: off, Data: streamBytes(stderrSeed, off, n)}
-		if int64(n) > p.maxData {
-			return f.violate(fc, "stderr over max_data", fr)
-		}
-		return f.send(fc, fr)
-	case opExit:
-		e := &frames.Exit{Code: int(a)}
-		if b%3 == 0 {
-			e = &frames.Exit{Signal: [...]string{"SIGKILL", "SIGTERM", "SIGSEGV", "SIGRTMIN+3"}[b/3%4]}
-		}
-		f.mu.Lock()
-		if c&1 == 1 && len(f.exits) > 0 {
-			e = &frames.Exit{Code: f.exits[0].Code, Signal: f.exits[0].Signal}
-		}
-		f.exits = append(f.exits, client.ExitStatus{Code: e.Code, Signal: e.Signal})
-		f.mu.Unlock()
-		return f.send(fc, e)
-	case opCredit:
-		f.mu.Lock()
-		w := p.stdinWindow
-		recv := f.stdinRecv
-		limit := recv + w
-		switch c % 6 {
-		case 1: // backwards
-			limit = max(0, limit-1-int64(a))
-		case 2: // past one window
-			limit += 1 + int64(a)
-		case 3: // overflowing
-			limit = math.MaxInt64
-		case 4: // more received than sent
-			recv += 1 + int64(a)
-			limit = recv + w
-		case 5: // received backwards
-			recv = max(0, recv-1-int64(a))
-			limit = recv + w
-		}
-		f.grantLocked(recv, limit)
-		f.mu.Unlock()
-		cr := &frames.Credit{StdinReceived: recv, StdinLimit: limit}
-		if c%6 == 2 || c%6 == 3 {
-			return f.violate(fc, "a credit past one window", cr)
-		}
-		return f.send(fc, cr)
-	case opSignaled:
-		s := &frames.Signaled{ID: 1000 + int64(b), Result: frames.SignalDelivered}
-		if c&1 == 1 {
-			s.Result = frames.SignalAlreadyExited
-		}
-		switch a % 3 {
-		case 1:
-			f.mu.Lock()
-			if len(f.sigIDs) > 0 {
-				s.ID = f.sigIDs[int(b)%len(f.sigIDs)]
-			}
-			f.mu.Unlock()
-		case 2:
-			s.ID = 0 // not a valid id
-			return f.violate(fc, "signaled 0", s)
-		}
-		return f.send(fc, s)
-	case opDestroyed:
-		id := otherID
-		if a&1 == 1 {
-			id = fakeID
-		}
-		return f.violate(fc, "destroyed", &frames.Destroyed{ProcessID: id})
-	case opSessionFrame:
-		return f.violate(fc, "a frame out of place", [...]frames.Frame{
-			&frames.Resumed{ProcessID: fakeID, Evidence: f.evidence(), StdinLimit: p.stdinWindow},
-			&frames.Opened{ProcessID: fakeID, Token: fakeToken, Evidence: f.evidence(), StdinLimit: 1, StdoutWindow: 1,
-				StderrWindow: 1, MaxData: 1},
-			&frames.Ack{Stdout: 0},
-			&frames.Stdin{Off: 0, Data: []byte("x")},
-			&frames.Resume{ProcessID: fakeID, Token: fakeToken},
-		}[a%5])
-	case opGarbage:
-		return f.violateRaw(fc, "garbage", websocket.MessageText, []byte(sessionGarbage[int(a)%len(sessionGarbage)]))
-	case opBinary:
-		return f.violateRaw(fc, "a binary message", websocket.MessageBinary,
-			frames.Append(nil, &frames.Stdout{Off: 0, Data: []byte("x")}))
-	case opDrop:
-		f.drop(fc, a)
-		return false
-	case opError:
-		return f.violate(fc, "an error frame", sessionErrors[int(a)%len(sessionErrors)])
-	case opOversize:
-		n := frames.MaxLine // without its '\n': one over
-		if a&1 == 1 {
-			n += 1 + int(b) // over the WebSocket read limit
-		}
-		return f.violateRaw(fc, "a message over MaxLine", websocket.MessageText,
-			append([]byte("{"), bytes.Repeat([]byte(" "), n-1)...))
-	case opWrite, opCloseStdin, opSignal, opWait, opDestroy:
-		if sessionOps[int(op.code)%len(sessionOps)] == opWrite {
-			f.mu.Lock()
-			f.writes += 1 + int64(a%64)
-			f.mu.Unlock()
-		}
-		f.runner <- op // buffered for every operation
-	case opSync:
-		ctx, cancel := context.WithTimeout(f.ctx, sessionGuard)
-		defer cancel()
-		return fc.ws.Ping(ctx) == nil
-	case opDestroyAnswer:
-		f.mu.Lock()
-		f.badDestroys, f.destroyMode = 1+int(b%3), a
-		f.mu.Unlock()
-	case opRefuse:
-		f.mu.Lock()
-		f.refuse = 1 + int(b%3)
-		f.refuseStatus = [...]int{http.StatusServiceUnavailable, http.StatusUnauthorized, http.StatusInternalServerError}[a%3]
-		f.mu.Unlock()
-	}
-	return true
-}
-
-var sessionGarbage = [...]string{
-	"not json\n",
-	`{"type":"stdout"}` + "\n",
-	`{"type":"stdout","off":0,"data":"AA=="} x` + "\n",
-	`{"type":"exit","code":1,"signal":"SIGKILL"}` + "\n",
-	"\xff\xfe\n",
-	"",
-	`{"type":"credit","stdin_received":0,"stdin_limit":1,"extra":1}` + "\n",
-	`{"type":"stdout","off":-1,"data":"AA=="}` + "\n",
-	`{"type":"exit","code":256}` + "\n",
-	`{"type":"stdout_eof","off":1e3}` + "\n",
-}
-
-var sessionErrors = [...]*frames.Error{
-	{Code: frames.LifecycleConflict, Operation: "resume_process", Actual: "process_not_found"},
-	{Code: frames.LifecycleConflict, Operation: "resume_process", Expected: "running", Actual: "process_destroyed"},
-	{Code: frames.LifecycleConflict, Operation: "resume_process", Expected: "running", Actual: "process_expired"},
-	{Code: frames.OperationFailed, Operation: "resume_process", Reason: "replay_gap", Gap: &frames.Gap{Requested: 0, Oldest: 1}},
-	{Code: frames.OperationFailed, Operation: "resume_process", Reason: "server_shutdown"},
-	{Code: frames.CapabilityUnavailable, Requirement: "resources"},
-}
-
-// violate sends fr, which the client must refuse whatever its state, and
-// records it.
-func (f *sessionFake) violate(fc *sessionConn, why string, fr frames.Frame) bool {
-	return f.violateRaw(fc, why, websocket.MessageText, frames.Append(nil, fr))
-}
-
-func (f *sessionFake) violateRaw(fc *sessionConn, why string, typ websocket.MessageType, b []byte) bool {
-	if !f.sendRaw(fc, typ, b) {
-		return false
-	}
-	f.mu.Lock()
-	if fc.violation == "" {
-		fc.violation = why
-	}
-	f.mu.Unlock()
-	return true
-}
-
-// drop ends fc as kind says: abruptly or with a close code.
-func (f *sessionFake) drop(fc *sessionConn, kind byte) {
-	codes := [...]websocket.StatusCode{0, websocket.StatusNormalClosure, websocket.StatusGoingAway,
-		websocket.StatusProtocolError, websocket.StatusInvalidFramePayloadData, websocket.StatusPolicyViolation,
-		websocket.StatusInternalError, 4001, 4000}
-	code := codes[int(kind)%len(codes)]
-	f.mu.Lock()
-	fc.fakeClosed = true
-	final := code != 0 && code != websocket.StatusNormalClosure && code != websocket.StatusInternalError && code != 4000
-	f.finalClose = f.finalClose || final
-	f.mu.Unlock()
-	if code == 0 {
-		fc.ws.CloseNow()
-		return
-	}
-	if fc.ws.Close(code, "fuzz") == nil && final {
-		// The client answered the close: it has read the code.
-		f.mu.Lock()
-		if f.mustEnd == "" {
-			f.mustEnd = fmt.Sprintf("close code %d", code)
-		}
-		f.mu.Unlock()
-	}
-}
-
-// grantLocked records a stdin limit announced with received: one the client
-// may take raises the bound on what it may send.
-func (f *sessionFake) grantLocked(received, limit int64) {
-	if limit-received <= f.prm.stdinWindow {
-		f.limitBound = max(f.limitBound, limit)
-	}
-}
-
-// serveResume answers r as the next operation says, faithfully when none
-// is left.
-func (f *sessionFake) serveResume(fc *sessionConn, r *frames.Resume) {
-	f.mu.Lock()
-	if r.ProcessID != fakeID || r.Token != fakeToken {
-		f.t.Errorf("resume of %q with token %q", r.ProcessID, r.Token)
-	}
-	if r.StdoutReceived > f.outNext {
-		f.t.Errorf("resume claims %d stdout bytes, %d were sent", r.StdoutReceived, f.outNext)
-	}
-	if r.StderrReceived > f.errMax {
-		f.t.Errorf("resume claims %d stderr bytes, %d were sent", r.StderrReceived, f.errMax)
-	}
-	if f.mustEnd != "" {
-		f.t.Errorf("the client resumed after %s", f.mustEnd)
-	}
-	f.mu.Unlock()
-	if p := f.proc.Load(); p != nil {
-		select {
-		case <-client.Ended(p):
-			f.t.Errorf("the client resumed after its handle ended")
-		default:
-		}
-	}
-	op, ok := f.nextOp()
-	a, b := op.a, op.b
-	variant := int(op.code % 16)
-	if !ok {
-		variant = 0
-	}
-	mustFail := func(why string) {
-		f.mu.Lock()
-		fc.mustFail = why
-		f.mu.Unlock()
-	}
-	switch variant {
-	case resEvidence:
-		ev := f.evidence()
-		switch a % 8 {
-		case 0:
-			ev.Provider = "other"
-		case 1:
-			ev.ProviderRevision = "1"
-		case 2:
-			ev.InstanceID = "inst-2"
-		case 3:
-			ev.ProcessID = otherID
-		case 4:
-			ev.Executable = "/bin/cat"
-		case 5:
-			ev.WorkingDirectory = "/tmp"
-		case 6:
-			ev.ArgumentsDigest = frames.ArgumentsDigest(nil)
-		case 7:
-			ev.StartedAt = "2026-11-29T09:30:00.001Z"
-		}
-		mustFail("resumed with tampered evidence")
-		f.send(fc, &frames.Resumed{ProcessID: fakeID, Evidence: ev, StdinLimit: f.prm.stdinWindow})
-	case resProcessID:
-		mustFail("resumed of another process")
-		f.send(fc, &frames.Resumed{ProcessID: otherID, Evidence: f.evidence(), StdinLimit: f.prm.stdinWindow})
-	case resStdinReceived:
-		f.mu.Lock()
-		recv := max(0, f.stdinRecv-1-int64(b))
-		if a&1 == 1 {
-			recv = f.writes + 1 + int64(b) // more than the client can hold
-			fc.mustFail = "resumed with stdin_received beyond what was written"
-		}
-		f.mu.Unlock()
-		if f.resume(fc, r.StdoutReceived, recv) {
-			f.script(fc)
-		}
-	case resStdinLimit:
-		f.mu.Lock()
-		recv := f.stdinRecv
-		fc.mustFail = "resumed with a stdin_limit past one window"
-		f.mu.Unlock()
-		f.send(fc, &frames.Resumed{ProcessID: fakeID, Evidence: f.evidence(), StdinReceived: recv,
-			StdinLimit: recv + f.prm.stdinWindow + 1 + int64(a)})
-	case resError:
-		mustFail("an error answering resume")
-		f.send(fc, sessionErrors[int(a)%len(sessionErrors)])
-	case resGarbage:
-		mustFail("garbage answering resume")
-		if a&1 == 1 {
-			f.sendRaw(fc, websocket.MessageBinary, []byte("{}\n"))
-		} else {
-			f.sendRaw(fc, websocket.MessageText, []byte(sessionGarbage[int(b)%len(sessionGarbage)]))
-		}
-	case resDrop:
-		f.drop(fc, a)
-	case resOtherFrame:
-		mustFail("another frame answering resume")
-		f.send(fc, [...]frames.Frame{
-			&frames.Stdout{Off: r.StdoutReceived, Data: streamBytes(stdoutSeed, r.StdoutReceived, 1)},
-			&frames.Destroyed{ProcessID: fakeID},
-			&frames.Exit{Code: 0},
-			&frames.Opened{ProcessID: fakeID, Token: fakeToken, Evidence: f.evidence(), StdinLimit: 1, StdoutWindow: 1,
-				StderrWindow: 1, MaxData: 1},
-		}[a%4])
-	case resReplayOffset:
-		from := r.StdoutReceived + 1
-		if a&1 == 1 && from > 1 {
-			from -= 2
-		}
-		if from > r.StdoutReceived {
-			f.mu.Lock()
-			f.withheld = true
-			f.mu.Unlock()
-		}
-		if f.resume(fc, from, -1) {
-			f.script(fc)
-		}
-	default:
-		if f.resume(fc, r.StdoutReceived, -1) {
-			f.script(fc)
-		}
-	}
-	select { // the client ends fc
-	case <-fc.dead:
-	case <-f.ctx.Done():
-	}
-}
-
-// resume answers a resume as a server would, replaying stdout from from,
-// and saying it holds recv stdin bytes (-1: those it holds).
-func (f *sessionFake) resume(fc *sessionConn, from, recv int64) bool {
-	f.mu.Lock()
-	if recv < 0 {
-		recv = f.stdinRecv
-	}
-	limit := recv + f.prm.stdinWindow
-	f.grantLocked(recv, limit)
-	fc.inNext = recv
-	next, eof := f.outNext, f.eofValid
-	var exit *frames.Exit
-	if len(f.exits) > 0 {
-		exit = &frames.Exit{Code: f.exits[0].Code, Signal: f.exits[0].Signal}
-	}
-	f.mu.Unlock()
-	if !f.send(fc, &frames.Resumed{ProcessID: fakeID, Evidence: f.evidence(), StdinReceived: recv, StdinLimit: limit}) {
-		return false
-	}
-	for off := from; off < next; {
-		n := min(next-off, f.prm.maxData)
-		if !f.send(fc, &frames.Stdout{Off: off, Data: streamBytes(stdoutSeed, off, int(n))}) {
-			return false
-		}
-		off += n
-	}
-	if eof && !f.send(fc, &frames.StdoutEOF{Off: next}) {
-		return false
-	}
-	if exit != nil && !f.send(fc, exit) {
-		return false
-	}
-	return f.send(fc, &frames.Credit{StdinReceived: recv, StdinLimit: limit})
-}
-
-// serveDestroy answers a first-frame destroy: an exit, then destroyed.
-func (f *sessionFake) serveDestroy(fc *sessionConn, d *frames.Destroy) {
-	if d.ProcessID != fakeID || d.Token != fakeToken {
-		f.t.Errorf("destroy of %q with token %q", d.ProcessID, d.Token)
-	}
-	f.mu.Lock()
-	fc.destroyed = true
-	if f.badDestroys > 0 {
-		f.badDestroys--
-		mode := f.destroyMode % 4
-		f.mu.Unlock()
-		switch mode {
-		case 0: // a refusal: the destroy settles with it
-			f.send(fc, &frames.Error{Code: frames.LifecycleConflict, Operation: "destroy_process", Actual: "process_busy"})
-		case 1: // the answer is lost
-			fc.ws.CloseNow()
-		case 2:
-			f.sendRaw(fc, websocket.MessageText, []byte("destroyed\n"))
-		case 3: // output still in flight, then the answer
-			f.send(fc, &frames.Stdout{Off: 1 << 40, Data: []byte("x")})
-			f.send(fc, &frames.Signaled{ID: 1 << 40, Result: frames.SignalDelivered})
-			f.send(fc, &frames.Destroyed{ProcessID: fakeID})
-		}
-		return
-	}
-	exit := f.destroyExitLocked()
-	if f.prm.badDestroyExit {
-		exit = &frames.Exit{Code: 77}
-		if len(f.exits) > 0 && f.exits[0] == (client.ExitStatus{Code: 77}) {
-			exit.Code = 78
-		}
-		f.exits = append(f.exits, client.ExitStatus{Code: exit.Code})
-	}
-	f.mu.Unlock()
-	if f.send(fc, exit) && f.send(fc, &frames.Destroyed{ProcessID: fakeID}) {
-		f.mu.Lock()
-		fc.fakeClosed = true
-		f.mu.Unlock()
-		_ = fc.ws.Close(websocket.StatusNormalClosure, "")
-	}
-}
-
-// destroyExitLocked returns the exit a destroy reports: the first one sent,
-// or SIGKILL.
-func (f *sessionFake) destroyExitLocked() *frames.Exit {
-	if len(f.exits) == 0 {
-		f.exits = append(f.exits, client.ExitStatus{Signal: "SIGKILL"})
-	}
-	return &frames.Exit{Code: f.exits[0].Code, Signal: f.exits[0].Signal}
-}
-
-// readClient checks and answers the client's frames on fc until it ends.
-func (f *sessionFake) readClient(fc *sessionConn) {
-	defer close(fc.dead)
-	var dec frames.Decoder
-	for {
-		typ, b, err := fc.ws.Read(f.ctx)
-		if err != nil {
-			f.mu.Lock()
-			// Without a heartbeat, only a frame it refused makes the
-			// client close a connection the fake keeps open.
-			if fc.violation != "" && !fc.fakeClosed && f.prm.heartbeatMS == 0 && f.ctx.Err() == nil && f.mustEnd == "" {
-				f.mustEnd, f.endedByClose = fc.violation, true
-			}
-			f.mu.Unlock()
-			return
-		}
-		if typ != websocket.MessageText {
-			f.t.Errorf("the client sent a binary message")
-			return
-		}
-		fr, err := dec.Decode(b)
-		if err != nil {
-			f.mu.Lock()
-			closing := fc.fakeClosed
-			f.mu.Unlock()
-			// The WebSocket library's Close, waiting for the client's close
-			// frame, discards what it reads: a message being read then
-			// comes out cut short.
-			if !closing {
-				f.t.Errorf("the client sent %q on a connection opened with %s: %v", b, fc.kind, err)
-			}
-			return
-		}
-		f.mu.Lock()
-		answers, closing := f.fromClientLocked(fc, fr)
-		f.mu.Unlock()
-		for _, a := range answers {
-			f.send(fc, a)
-		}
-		if closing {
-			f.mu.Lock()
-			fc.fakeClosed = true
-			f.mu.Unlock()
-			if len(answers) == 0 {
-				fc.ws.CloseNow()
-			} else {
-				_ = fc.ws.Close(websocket.StatusNormalClosure, "")
-			}
-		}
-	}
-}
-
-// fromClientLocked checks a frame of the client against what the fake
-// sent, and returns what to answer.
-func (f *sessionFake) fromClientLocked(fc *sessionConn, fr frames.Frame) (answers []frames.Frame, closing bool) {
-	t := f.t
-	if fc.mustFail != "" {
-		t.Errorf("the client sent %s after %s", fr.Type(), fc.mustFail)
-	}
-	if fc.destroyed {
-		t.Errorf("the client sent %s after destroy", fr.Type())
-	}
-	switch fr := fr.(type) {
-	case *frames.Stdin:
-		end := fr.Off + int64(len(fr.Data))
-		switch {
-		case fc.stdinClosed:
-			t.Errorf("stdin after stdin_close")
-		case fr.Off != fc.inNext:
-			t.Errorf("stdin at %d, expected %d", fr.Off, fc.inNext)
-		case end > f.limitBound:
-			t.Errorf("stdin up to %d, past every limit granted (%d)", end, f.limitBound)
-		case int64(len(fr.Data)) > f.prm.maxData:
-			t.Errorf("stdin of %d bytes, max_data is %d", len(fr.Data), f.prm.maxData)
-		case !bytes.Equal(fr.Data, streamBytes(stdinSeed, fr.Off, len(fr.Data))):
-			t.Errorf("stdin at %d is not what was written", fr.Off)
-		}
-		fc.inNext = end
-		f.stdinRecv = max(f.stdinRecv, end)
-		if !f.prm.manualCredit {
-			limit := f.stdinRecv + f.prm.stdinWindow
-			f.grantLocked(f.stdinRecv, limit)
-			answers = append(answers, &frames.Credit{StdinReceived: f.stdinRecv, StdinLimit: limit})
-		}
-	case *frames.StdinClose:
-		if fr.Off != fc.inNext {
-			t.Errorf("stdin_close at %d, expected %d", fr.Off, fc.inNext)
-		}
-		if f.closeAt >= 0 && fr.Off != f.closeAt {
-			t.Errorf("stdin_close at %d, then at %d", f.closeAt, fr.Off)
-		}
-		f.closeAt = fr.Off
-		fc.stdinClosed = true
-	case *frames.Ack:
-		// Per connection: the fake may read a connection's last frames
-		// after the next connection's first ones.
-		if fr.Stdout < fc.lastAck || fr.Stdout > f.outNext {
-			t.Errorf("ack of %d after %d, with %d stdout bytes sent", fr.Stdout, fc.lastAck, f.outNext)
-		}
-		fc.lastAck = fr.Stdout
-	case *frames.Signal:
-		if fr.ID <= fc.lastSig {
-			t.Errorf("signal %d after %d on one connection", fr.ID, fc.lastSig)
-		}
-		fc.lastSig = fr.ID
-		if !slices.Contains(f.sigIDs, fr.ID) {
-			f.sigIDs = append(f.sigIDs, fr.ID)
-		}
-		if !f.prm.manualSignals || f.pos == len(f.ops) {
-			answers = append(answers, &frames.Signaled{ID: fr.ID, Result: frames.SignalDelivered})
-		}
-	case *frames.Destroy:
-		if fr.ProcessID != "" || fr.Token != "" {
-			t.Errorf("a destroy in a session names %q", fr.ProcessID)
-		}
-		fc.destroyed = true
-		closing = true
-		if f.prm.destroyDrop {
-			break // the answer is lost: the client destroys on a connection of its own
-		}
-		answers = append(answers, f.destroyExitLocked(), &frames.Destroyed{ProcessID: fakeID})
-	default:
-		t.Errorf("the client sent %s in a session", fr.Type())
-	}
-	return answers, closing
-}
-
-// sessionReport reports the failures of one input from any goroutine. A
-// report after the input ended, from a goroutine the input leaked (which
-// goleak reports), goes to stderr rather than crash the fuzzing process.
-type sessionReport struct {
-	t    *testing.T
-	mu   sync.Mutex
-	over bool
-}
-
-func (r *sessionReport) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.over {
-		fmt.Fprintf(os.Stderr, "FuzzClientSession: after the input ended: "+format+"\n", args...)
-		return
-	}
-	r.t.Errorf(format, args...)
-}
-
-func (r *sessionReport) end() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.over = true
-}
-
-// isTyped reports whether err is one of the errors that end a handle.
-func isTyped(err error) bool {
-	var pe *client.ProtocolError
-	var re *client.RemoteError
-	return errors.As(err, &pe) || errors.As(err, &re) ||
-		errors.Is(err, client.ErrConnectionLost) || errors.Is(err, client.ErrDestroyed)
-}
-
-// timed runs call, which must return within its context's deadline d (plus
-// slack), and fails the test if it does not.
-func timed(t *testing.T, what string, d time.Duration, call func()) {
-	t.Helper()
-	done := make(chan struct{})
-	start := time.Now()
-	go func() {
-		defer close(done)
-		call()
-	}()
-	timer := time.NewTimer(d + sessionSlack)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-		t.Fatalf("%s did not return within %v", what, d+sessionSlack)
-	}
-	if el := time.Since(start); el > d+sessionSlack {
-		t.Errorf("%s returned after %v, its deadline was %v", what, el, d)
-	}
-}
-
-// isStderrOf reports whether got can be bytes of the stderr ranges sent,
-// taken in offset order.
-func isStderrOf(got []byte, sent [][2]int64) bool {
-	slices.SortFunc(sent, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
-	var offs []int64 // every offset sent, ascending, once
-	for _, r := range sent {
-		from := r[0]
-		if len(offs) > 0 {
-			from = max(from, offs[len(offs)-1]+1)
-		}
-		for o := from; o < r[1]; o++ {
-			offs = append(offs, o)
-		}
-	}
-	i := 0
-	for _, c := range got {
-		for i < len(offs) && streamByte(stderrSeed, offs[i]) != c {
-			i++
-		}
-		if i == len(offs) {
-			return false
-		}
-		i++
-	}
-	return true
-}
-
-// waitResult is a settled answer of Wait.
-type waitResult struct {
-	st  client.ExitStatus
+type waitAnswer struct {
+	st  ExitStatus
 	err error
 }
 
 func runSession(t *testing.T, data []byte) {
-	rep := &sessionReport{t: t}
-	defer rep.end()
-	leaks := goleak.IgnoreCurrent()
 	prm, ops := parseSession(data)
-	f := newSessionFake(rep, prm, ops)
-	tr := &http.Transport{}
-	defer func() {
-		f.close()
-		tr.CloseIdleConnections()
-		if err := goleak.Find(leaks); err != nil {
-			t.Errorf("goroutines left: %v", err)
-		}
-	}()
-
-	opts := &client.Options{
-		HTTPClient:   &http.Client{Transport: tr},
-		ReconnectMin: time.Millisecond,
-		ReconnectMax: 4 * time.Millisecond,
-		StderrBuffer: prm.stderrBuffer,
+	s := &session{t: t, prm: prm, now: time.Unix(0, 0), sigAfter: map[int64]int64{}}
+	o := &frames.Opened{
+		ProcessID: sessionID, Token: sessionToken, Evidence: sessionEvidence(),
+		StdinLimit: prm.stdinWindow, StdoutWindow: prm.stdoutWindow, StderrWindow: prm.stderrWindow,
+		GraceMS: prm.graceMS, HeartbeatMS: prm.heartbeatMS, ExitWaitMS: 1000, MaxData: prm.maxData,
 	}
-	octx, ocancel := context.WithTimeout(context.Background(), sessionGuard)
-	p, err := client.Open(octx, f.url, sessionInst, sessionReq(), opts)
-	ocancel()
-	require.NoError(t, err)
-
-	errCap := int(prm.stderrWindow)
-	if prm.stderrBuffer > 0 {
-		errCap = prm.stderrBuffer
+	l := limits{stdoutWindow: prm.stdoutWindow, stdinWindow: prm.stdinWindow, stderrBuffer: prm.stderrBuffer, budget: prm.budget}
+	if prm.oversized {
+		l.stdoutWindow = max(1, prm.stdoutWindow-1)
 	}
-	checkHeld := func(h client.Held) {
-		if h.Stdout > int(prm.stdoutWindow) || h.Stderr > errCap || h.Stdin > int(prm.stdinWindow) {
-			rep.Errorf("holds %+v, windows: stdout %d, stderr %d, stdin %d", h, prm.stdoutWindow, errCap, prm.stdinWindow)
+	req := sessionReq()
+	m, err := newMachine(o, sessionInst, &req, l)
+	if prm.oversized {
+		var pe *ProtocolError
+		if !errors.As(err, &pe) || pe.Field != "opened.stdout_window" {
+			t.Fatalf("opened over the window asked for: %v", err)
 		}
-		if h.StdoutCap > 4*int(prm.stdoutWindow)+1024 || h.StderrCap > 4*errCap+1024 || h.StdinCap > 4*int(prm.stdinWindow)+1024 {
-			rep.Errorf("holds %+v, windows: stdout %d, stderr %d, stdin %d", h, prm.stdoutWindow, errCap, prm.stdinWindow)
-		}
+		return
 	}
-	client.SetFrameHook(p, checkHeld)
-	f.proc.Store(p)
-	close(f.ready)
-
-	var (
-		waitMu sync.Mutex
-		waits  []waitResult
-	)
-	wait := func(c context.Context) {
-		st, err := p.Wait(c)
-		switch {
-		case err == nil || isTyped(err):
-			waitMu.Lock()
-			waits = append(waits, waitResult{st, err})
-			waitMu.Unlock()
-		case c.Err() == nil || !errors.Is(err, c.Err()):
-			rep.Errorf("Wait: %v", err)
-		}
+	if err != nil {
+		t.Fatalf("faithful opened refused: %v", err)
 	}
-
-	// The Runner: a reader of stdout, a waiter, and the script's calls.
-	stop, stopAll := context.WithCancel(context.Background())
-	defer stopAll()
-	var got []byte
-	var readErr error
-	reader := make(chan struct{})
-	go func() {
-		defer close(reader)
-		buf := make([]byte, prm.readSize)
-		for {
-			n, err := p.Stdout().ReadContext(stop, buf)
-			got = append(got, buf[:n]...)
-			if err != nil {
-				readErr = err
-				return
+	s.m, s.attached, s.inLimit = m, true, prm.stdinWindow
+	for i := 0; i < len(ops); i++ {
+		op := ops[i]
+		if sessionOps[int(op.code)%len(sessionOps)] == opDrop {
+			var answer sessionOp
+			if i+1 < len(ops) {
+				i++
+				answer = ops[i]
 			}
+			s.drop(op, answer)
+		} else {
+			s.apply(op)
 		}
-	}()
-	var errGot []byte
-	var errErr error
-	errReader := make(chan struct{})
-	go func() {
-		defer close(errReader)
-		if !prm.stderrReader {
+		if op.c&1 == 0 {
+			s.flush()
+		}
+		if op.c&2 == 0 {
+			s.read()
+		}
+		s.check(fmt.Sprintf("op %d (%d)", i, sessionOps[int(op.code)%len(sessionOps)]))
+	}
+	// The end: the Runner destroys; every call then fails or settles.
+	s.m.destroy(s.now)
+	s.flush()
+	for range 4 {
+		s.read()
+	}
+	s.check("the end")
+	if s.m.ended() {
+		if err := s.m.usable(); err == nil {
+			t.Fatalf("an ended handle is usable")
+		}
+	}
+}
+
+// closeConn closes the connection, as the server does after its last word
+// and the supervisor once the handle ended.
+func (s *session) closeConn() {
+	s.attached = false
+	s.m.lost(s.now)
+}
+
+// send delivers fr to the machine; violation names the rule fr breaks.
+func (s *session) send(fr frames.Frame, violation string) {
+	if !s.attached || s.m.ended() {
+		return // the connection is gone; nothing reaches the machine
+	}
+	s.m.receive(fr)
+	if s.m.ended() {
+		s.closeConn()
+	}
+	if violation != "" {
+		s.violated = violation
+		var pe *ProtocolError
+		if !errors.As(s.m.err, &pe) {
+			s.t.Fatalf("%s: the handle goes on (%v)", violation, s.m.err)
+		}
+	}
+}
+
+func (s *session) apply(op sessionOp) {
+	prm := &s.prm
+	kind := sessionOps[int(op.code)%len(sessionOps)]
+	if kind < opDrop && (!s.attached || s.m.ended()) {
+		return // no connection: nothing the server sends arrives
+	}
+	switch kind {
+	case opStdout:
+		n := 1 + int64(op.a)%prm.maxData
+		// A hostile server goes past the window the client granted.
+		limit := s.m.outBase + s.m.outRecv.Limit()
+		over := s.outSent+n > limit
+		if s.eofSent {
+			s.send(&frames.Stdout{Off: s.outSent, Data: streamBytes(stdoutSeed, s.outSent, int(n))}, "stdout after stdout_eof")
 			return
 		}
-		buf := make([]byte, 1+prm.readSize/2)
-		for {
-			n, err := p.Stderr().ReadContext(stop, buf)
-			errGot = append(errGot, buf[:n]...)
-			if err != nil {
-				errErr = err
+		if over && op.b&1 == 0 {
+			n = limit - s.outSent
+			if n < 1 {
 				return
 			}
+			over = false
 		}
-	}()
-	waiter := make(chan struct{})
-	go func() {
-		defer close(waiter)
-		wait(stop)
-	}()
-	calls := make(chan struct{})
-	go func() {
-		defer close(calls)
-		var written int64
-		for {
-			var op sessionOp
-			select {
-			case op = <-f.runner:
-			case <-stop.Done():
-				return
-			}
-			c, cancel := context.WithTimeout(stop, callTimeout)
-			start := time.Now()
-			switch sessionOps[int(op.code)%len(sessionOps)] {
-			case opWrite:
-				n, err := p.Stdin().WriteContext(c, streamBytes(stdinSeed, written, 1+int(op.a%64)))
-				written += int64(n)
-				if err != nil && !isTyped(err) && !errors.Is(err, client.ErrStdinClosed) && !errors.Is(err, c.Err()) {
-					rep.Errorf("Write: %v", err)
-				}
-			case opCloseStdin:
-				if err := p.Stdin().CloseContext(c); err != nil && !isTyped(err) && !errors.Is(err, c.Err()) {
-					rep.Errorf("Close: %v", err)
-				}
-			case opSignal:
-				sig := [...]frames.SignalName{frames.SIGINT, frames.SIGTERM, frames.SIGKILL}[op.a%3]
-				if _, err := p.Signal(c, sig); err != nil && !isTyped(err) && !errors.Is(err, c.Err()) {
-					rep.Errorf("Signal: %v", err)
-				}
-			case opWait:
-				wait(c)
-			case opDestroy:
-				var re *client.RemoteError
-				var pe *client.ProtocolError
-				if err := p.Destroy(c); err != nil && !errors.Is(err, c.Err()) && !errors.As(err, &re) && !errors.As(err, &pe) {
-					rep.Errorf("Destroy: %v", err)
-				}
-			}
-			if el := time.Since(start); el > callTimeout+sessionSlack {
-				rep.Errorf("a call took %v, its deadline was %v", el, callTimeout)
-			}
-			cancel()
+		fr := &frames.Stdout{Off: s.outSent, Data: streamBytes(stdoutSeed, s.outSent, int(n))}
+		if over {
+			s.send(fr, "stdout past the window")
+			return
 		}
-	}()
-
-	guard := time.NewTimer(sessionGuard)
-	live := false // the script ran out with the client attached and its handle going on
-	select {
-	case <-f.done:
-		f.mu.Lock()
-		live = f.synced && !f.withheld
-		f.mu.Unlock()
-		select {
-		case <-client.Ended(p):
-			live = false
+		s.outSent += n
+		s.send(fr, "")
+	case opStdoutBig:
+		if prm.maxData < frames.MaxData {
+			s.send(&frames.Stdout{Off: s.outSent, Data: make([]byte, prm.maxData+1)}, "stdout over max_data")
+		}
+	case opStdoutOff:
+		off := s.outSent + 1 + int64(op.a)
+		if op.b&1 == 0 && s.outSent > 0 {
+			off = int64(op.a) % s.outSent
+		}
+		s.send(&frames.Stdout{Off: off, Data: []byte{1}}, "stdout at a wrong offset")
+	case opEOF:
+		switch {
+		case op.a%4 == 3 && s.outSent > 0:
+			s.send(&frames.StdoutEOF{Off: s.outSent - 1}, "stdout_eof early")
+		case op.a%4 == 2:
+			s.send(&frames.StdoutEOF{Off: s.outSent + 1}, "stdout_eof late")
 		default:
+			s.eofSent = true
+			s.send(&frames.StdoutEOF{Off: s.outSent}, "")
 		}
-	case <-client.Ended(p):
-	case <-guard.C:
-		t.Errorf("the session neither finished nor ended within %v", sessionGuard)
-	}
-	guard.Stop()
-
-	// Stop the Runner: every blocked call returns with the context.
-	stopAll()
-	for _, ch := range []chan struct{}{reader, errReader, waiter, calls} {
-		timed(t, "the Runner", 0, func() { <-ch })
-	}
-	// Read what is left without blocking.
-	buf := make([]byte, 4096)
-	if errors.Is(readErr, context.Canceled) {
-		for {
-			n, err := p.Stdout().ReadContext(stop, buf)
-			got = append(got, buf[:n]...)
-			if err != nil {
-				readErr = err
-				break
+	case opStderr:
+		n := 1 + int64(op.c)%prm.maxData
+		off := max(0, s.errSent-int64(op.a)%8+int64(op.b)%8) // overlaps and jumps
+		if op.a%16 == 15 && prm.maxData < frames.MaxData {
+			s.send(&frames.Stderr{Off: off, Data: make([]byte, prm.maxData+1)}, "stderr over max_data")
+			return
+		}
+		s.errSent = max(s.errSent, off+n)
+		s.send(&frames.Stderr{Off: off, Data: streamBytes(stderrSeed, off, int(n))}, "")
+	case opExit:
+		st := ExitStatus{Code: int(op.a)}
+		if op.b&1 != 0 {
+			st = ExitStatus{Signal: "SIGTERM"}
+		}
+		if s.exitSent != nil && op.c&4 == 0 {
+			st = *s.exitSent
+		}
+		fr := &frames.Exit{Code: st.Code, Signal: st.Signal}
+		if s.exitSent != nil && *s.exitSent != st && s.m.err == nil {
+			s.send(fr, "a second different exit")
+			return
+		}
+		if s.exitSent == nil {
+			s.exitSent = &st
+		}
+		s.send(fr, "")
+	case opCredit:
+		switch op.c % 4 {
+		case 0: // valid: the child consumed some
+			s.inLimit = max(s.inLimit, s.inRecv+int64(op.a)%(prm.stdinWindow+1))
+			s.send(&frames.Credit{StdinReceived: s.inRecv, StdinLimit: s.inLimit}, "")
+		case 1: // backwards: ignored
+			s.send(&frames.Credit{StdinReceived: s.inRecv, StdinLimit: max(0, s.inLimit-int64(op.a))}, "")
+		case 2:
+			s.send(&frames.Credit{StdinReceived: s.inRecv, StdinLimit: s.inRecv + prm.stdinWindow + 1 + int64(op.a)}, "stdin credit beyond a window")
+		case 3:
+			if s.inRecv+1+int64(op.a) > s.m.out.stdinSent {
+				s.send(&frames.Credit{StdinReceived: s.inRecv + 1 + int64(op.a), StdinLimit: s.inLimit + 1 + int64(op.a)}, "stdin credit beyond sent")
 			}
 		}
-	}
-	if errErr == nil || errors.Is(errErr, context.Canceled) {
-		for {
-			n, err := p.Stderr().ReadContext(stop, buf)
-			errGot = append(errGot, buf[:n]...)
-			if err != nil {
-				errErr = err
-				break
+	case opSignaled:
+		id := int64(op.a % 8)
+		if id == 0 {
+			id = s.m.nextSig + 1 // nobody asked: dropped
+		}
+		s.send(&frames.Signaled{ID: id, Result: frames.SignalDelivered}, "")
+	case opDestroyed:
+		if op.a&1 == 0 {
+			s.send(&frames.Destroyed{ProcessID: otherID}, "destroyed for another process")
+			return
+		}
+		s.send(&frames.Destroyed{ProcessID: sessionID}, "")
+		s.closeConn() // the server closes after destroyed
+	case opSessionFrame:
+		switch op.a % 3 {
+		case 0:
+			s.send(&frames.Resumed{ProcessID: sessionID, Evidence: sessionEvidence(), StdinReceived: s.inRecv, StdinLimit: s.inLimit}, "resumed in a session")
+		case 1:
+			s.send(&frames.Opened{ProcessID: sessionID, Token: sessionToken, Evidence: sessionEvidence(), StdinLimit: 1, StdoutWindow: 1, StderrWindow: 1, MaxData: 1}, "opened in a session")
+		case 2:
+			s.send(&frames.Ack{Stdout: 0}, "a client frame")
+		}
+	case opError:
+		switch op.a % 4 {
+		case 0: // a signal the server failed to deliver
+			if len(s.m.signals) > 0 && s.m.signals[0].id <= s.sigSeen {
+				e := frames.Error{Code: frames.OperationFailed, Operation: "signal_process", Reason: "signal_failed"}
+				setErrorID(&e, s.m.signals[0].id)
+				s.send(&e, "")
 			}
+		case 1: // a refused stdin write: stdin fails, the handle goes on
+			s.send(&frames.Error{Code: frames.OperationFailed, Operation: "write_stdin", Reason: "stdin_failed"}, "")
+		case 2:
+			e := frames.Error{Code: frames.OperationFailed, Operation: "signal_process", Reason: "signal_failed"}
+			if setErrorID(&e, s.m.nextSig+1+int64(op.b)) {
+				s.send(&e, "an error for a signal never sent")
+			}
+		case 3:
+			s.send(&frames.Error{Code: frames.LifecycleConflict, Operation: "resume_process", Actual: "process_not_found"}, "")
+			s.closeConn()
 		}
-	}
-	if errErr != io.EOF && !errors.Is(errErr, context.Canceled) && !isTyped(errErr) {
-		t.Errorf("stderr ended with %v", errErr)
-	}
-	checkHeld(client.HeldNow(p))
-	f.mu.Lock()
-	mustEnd, byClose := f.mustEnd, f.endedByClose
-	f.mu.Unlock()
-	if byClose {
-		// The client closes after it ended the handle, or, for a message
-		// over the read limit, the WebSocket library closes just before.
-		timer := time.NewTimer(sessionSlack)
-		select {
-		case <-client.Ended(p):
-		case <-timer.C:
-			t.Errorf("the handle goes on after %s", mustEnd)
+	case opWrite:
+		n := 1 + int(op.a)
+		k, _, err := s.m.write(streamBytes(stdinSeed, s.written, n))
+		if err == nil && k > n || err != nil && k != 0 {
+			s.t.Fatalf("write of %d took %d, %v", n, k, err)
 		}
-		timer.Stop()
+		s.written += int64(k)
+	case opCloseStdin:
+		s.m.closeStdin()
+	case opSignal:
+		if id, _, err := s.m.sendSignal(frames.SIGTERM); err == nil {
+			s.sigAfter[id] = s.written
+		}
+	case opRead:
+		s.read()
+	case opFlush:
+		s.flush()
+	case opTime:
+		s.now = s.now.Add(time.Duration(op.a) * time.Millisecond)
+	case opDestroy:
+		s.m.destroy(s.now)
 	}
+}
 
-	f.mu.Lock()
-	outNext, eofs, errMax, errSent, finalClose := f.outNext, slices.Clone(f.eofs), f.errMax, slices.Clone(f.errSent), f.finalClose
-	eofValid := f.eofValid
-	f.mu.Unlock()
-	// A live client has every stdout byte sent, and the reader has read
-	// them, unless the Runner destroyed the process meanwhile.
-	if live && !errors.Is(readErr, client.ErrDestroyed) {
-		if int64(len(got)) != outNext {
-			t.Errorf("read %d stdout bytes of %d sent, then %v", len(got), outNext, readErr)
-		}
-		if eofValid && readErr != io.EOF {
-			t.Errorf("stdout_eof was sent at %d, stdout ended with %v", outNext, readErr)
-		}
+// drop loses the connection and answers the resume the supervisor makes
+// as answer says.
+func (s *session) drop(op, answer sessionOp) {
+	m := s.m
+	m.lost(s.now)
+	s.attached = false
+	if m.ended() {
+		return
 	}
-	if !isStderrOf(errGot, errSent) {
-		t.Errorf("stderr read is not bytes sent in offset order")
+	s.now = s.now.Add(time.Duration(op.a) * time.Millisecond)
+	variant := int(answer.code % 16)
+	if variant == resLate {
+		s.now = s.now.Add(m.grace)
 	}
-	if prm.graceMS > 1e12 && errors.Is(readErr, client.ErrConnectionLost) && !finalClose {
-		t.Errorf("a grace of %d ms ran out: %v", prm.graceMS, readErr)
+	if m.expired(s.now) {
+		// The supervisor gives up, as would the server.
+		m.leave(ErrConnectionLost)
+		return
 	}
-	if int64(len(got)) > outNext {
-		t.Errorf("read %d stdout bytes, %d were sent", len(got), outNext)
+	if m.st == stateDestroying {
+		// A destroy as the first frame: settled by the answer.
+		m.settleDestroy(nil)
+		return
 	}
-	for i := range got {
-		if got[i] != streamByte(stdoutSeed, int64(i)) {
-			t.Errorf("stdout byte %d is %#x, %#x was sent", i, got[i], streamByte(stdoutSeed, int64(i)))
-			break
-		}
+	r := m.resumeFrame()
+	if r.ProcessID != sessionID || r.Token != sessionToken || r.StdoutReceived != s.readOff+int64(m.outBuf.len()) {
+		s.t.Fatalf("resume %+v: stdout received %d", r, s.readOff+int64(m.outBuf.len()))
 	}
+	resumed := &frames.Resumed{ProcessID: sessionID, Evidence: sessionEvidence(), StdinReceived: s.inRecv, StdinLimit: s.inLimit}
+	violation := ""
 	switch {
-	case readErr == io.EOF:
-		if !slices.Contains(eofs, int64(len(got))) {
-			t.Errorf("stdout ended at %d, stdout_eof was sent at %v", len(got), eofs)
+	case variant <= resFaithful:
+	case variant == resEvidence:
+		resumed.Evidence.StartedAt = "2026-01-01T00:00:00.001Z"
+		violation = "evidence changed"
+	case variant == resProcessID:
+		resumed.ProcessID = otherID
+		violation = "another process"
+	case variant == resStdinReceived:
+		if m.inSent+1 > m.inBuf.start {
+			resumed.StdinReceived = m.inSent + 1 + int64(answer.a)
+			resumed.StdinLimit = resumed.StdinReceived
+			violation = "stdin never sent"
 		}
-	case errors.Is(readErr, context.Canceled), isTyped(readErr):
-	default:
-		t.Errorf("stdout ended with %v", readErr)
+	case variant == resStdinLimit:
+		resumed.StdinLimit = s.inRecv + s.prm.stdinWindow + 1
+		violation = "stdin limit beyond a window"
+	case variant == resError:
+		m.end(&RemoteError{Frame: frames.Error{Code: frames.LifecycleConflict, Operation: "resume_process", Actual: "process_expired"}})
+		return
+	case variant == resFail:
+		m.resumeFailed(errors.New("closed"))
+		return
 	}
-	if d := p.Stderr().Dropped(); d < 0 {
-		t.Errorf("stderr dropped %d", d)
+	_, err := m.resumed(resumed)
+	if violation != "" {
+		var pe *ProtocolError
+		if !errors.As(err, &pe) {
+			s.t.Fatalf("resume answered with %s: %v", violation, err)
+		}
+		m.end(err)
+		s.violated = violation
+		return
 	}
-	if r := p.Stderr().Received(); r > errMax {
-		t.Errorf("stderr received %d, %d were sent", r, errMax)
+	if err != nil {
+		s.t.Fatalf("a faithful resumed refused: %v", err)
 	}
+	s.attached, s.sigSeen = true, 0
+	// The server replays from what the client holds: all it sent, as
+	// nothing is lost in flight here.
+	if r.StdoutReceived != s.outSent {
+		s.t.Fatalf("resume from %d, %d sent", r.StdoutReceived, s.outSent)
+	}
+	if s.eofSent {
+		s.send(&frames.StdoutEOF{Off: s.outSent}, "")
+	}
+	if s.exitSent != nil {
+		s.send(&frames.Exit{Code: s.exitSent.Code, Signal: s.exitSent.Signal}, "")
+	}
+	s.send(&frames.Credit{StdinReceived: s.inRecv, StdinLimit: s.inLimit}, "")
+}
 
-	dctx, dcancel := context.WithTimeout(context.Background(), sessionGuard)
-	defer dcancel()
-	timed(t, "Destroy", sessionGuard, func() {
-		// A destroy answered with garbage fails; a later one tries again.
-		var err error
-		for range 5 {
-			var pe *client.ProtocolError
-			if err = p.Destroy(dctx); !errors.As(err, &pe) {
-				break
+// flush hands every frame the client has to send to the server, checking
+// each.
+func (s *session) flush() {
+	for range 1 << 12 {
+		var ev events
+		s.buf, ev = s.m.next(s.buf[:0], &s.out)
+		_ = ev
+		if len(s.buf) == 0 {
+			return
+		}
+		if !s.attached {
+			s.t.Fatalf("a frame with no connection: %s", s.buf)
+		}
+		if s.m.ended() {
+			s.t.Fatalf("a frame after the end (%v): %s", s.m.err, s.buf)
+		}
+		fr, err := (&frames.Decoder{MaxLine: frames.MaxLine}).Decode(s.buf)
+		if err != nil {
+			s.t.Fatalf("the client sent %q: %v", s.buf, err)
+		}
+		s.fromClient(fr)
+	}
+	s.t.Fatalf("the client never stops sending")
+}
+
+func (s *session) fromClient(fr frames.Frame) {
+	t := s.t
+	switch fr := fr.(type) {
+	case *frames.Ack:
+		if fr.Stdout < s.acked || fr.Stdout > s.outSent || fr.Stdout > s.readOff {
+			t.Fatalf("ack %d: previous %d, sent %d, read %d", fr.Stdout, s.acked, s.outSent, s.readOff)
+		}
+		s.acked = fr.Stdout
+	case *frames.Stdin:
+		switch {
+		case s.closeRecv:
+			t.Fatalf("stdin after stdin_close")
+		case fr.Off != s.inRecv:
+			t.Fatalf("stdin at %d, received %d", fr.Off, s.inRecv)
+		case fr.Off+int64(len(fr.Data)) > s.inLimit:
+			t.Fatalf("stdin to %d past the limit %d", fr.Off+int64(len(fr.Data)), s.inLimit)
+		case int64(len(fr.Data)) > s.prm.maxData:
+			t.Fatalf("stdin of %d bytes, max_data %d", len(fr.Data), s.prm.maxData)
+		case !bytes.Equal(fr.Data, streamBytes(stdinSeed, fr.Off, len(fr.Data))):
+			t.Fatalf("stdin at %d: not the bytes written", fr.Off)
+		}
+		s.inRecv += int64(len(fr.Data))
+		if !s.prm.manualCredit {
+			s.inLimit = s.inRecv + s.prm.stdinWindow // the child reads at once
+			s.send(&frames.Credit{StdinReceived: s.inRecv, StdinLimit: s.inLimit}, "")
+		}
+	case *frames.StdinClose:
+		if fr.Off != s.inRecv || fr.Off != s.written {
+			t.Fatalf("stdin_close at %d, received %d, written %d", fr.Off, s.inRecv, s.written)
+		}
+		s.closeRecv = true
+	case *frames.Signal:
+		if fr.ID <= s.sigSeen {
+			t.Fatalf("signal %d after %d", fr.ID, s.sigSeen)
+		}
+		if after := s.sigAfter[fr.ID]; s.inRecv < after {
+			t.Fatalf("signal %d overtook stdin: %d received, %d written before it", fr.ID, s.inRecv, after)
+		}
+		s.sigSeen = fr.ID
+		if !s.prm.manualSignals {
+			s.send(&frames.Signaled{ID: fr.ID, Result: frames.SignalDelivered}, "")
+		}
+	case *frames.Destroy:
+		if s.prm.destroyDrop {
+			s.m.lost(s.now)
+			s.attached = false
+			s.m.settleDestroy(nil) // the supervisor's first-frame destroy
+			return
+		}
+		if s.exitSent == nil {
+			s.exitSent = &ExitStatus{Signal: "SIGKILL"}
+			s.send(&frames.Exit{Signal: "SIGKILL"}, "")
+		}
+		s.send(&frames.Destroyed{ProcessID: sessionID}, "")
+		s.closeConn()
+	default:
+		t.Fatalf("the client sent %s", fr.Type())
+	}
+}
+
+// read reads stdout (and stderr) as the Runner would, checking the bytes.
+func (s *session) read() {
+	b := make([]byte, s.prm.readSize)
+	n, err, _, ok := s.m.read(false, b)
+	if ok {
+		s.readChecked(n, err, b)
+	}
+	if s.prm.stderrReader {
+		n, err, _, ok := s.m.read(true, b)
+		if ok {
+			if s.errEOF && (n > 0 || err != io.EOF) {
+				s.t.Fatalf("stderr after io.EOF: %d, %v", n, err)
+			}
+			s.errRead += int64(n)
+			s.errEOF = s.errEOF || err == io.EOF
+			if s.errRead+s.m.errDropped+int64(s.m.errBuf.len()) != s.m.errRecv {
+				s.t.Fatalf("stderr: read %d, dropped %d, held %d, received %d", s.errRead, s.m.errDropped, s.m.errBuf.len(), s.m.errRecv)
 			}
 		}
-		var re *client.RemoteError
-		if err != nil && !errors.As(err, &re) {
-			rep.Errorf("Destroy: %v", err)
-		}
-	})
-	timed(t, "Wait after Destroy", 0, func() { wait(dctx) })
-	if _, err := p.Stdout().ReadContext(dctx, buf); !errors.Is(err, client.ErrDestroyed) {
-		t.Errorf("read after Destroy: %v", err)
 	}
+}
 
-	f.mu.Lock()
-	exits := slices.Clone(f.exits)
-	t.Logf("%d/%d operations, %d connections; read %d of %d stdout bytes, then %v; Wait %v",
-		f.pos, len(f.ops), f.conns, len(got), outNext, readErr, waits)
-	f.mu.Unlock()
-	for i, w := range waits {
-		if w != waits[0] {
-			t.Errorf("Wait returned %v, %v, then %v, %v", waits[0].st, waits[0].err, w.st, w.err)
+func (s *session) readChecked(n int, err error, b []byte) {
+	t := s.t
+	if s.outEOF && (n > 0 || err != io.EOF) {
+		t.Fatalf("stdout after io.EOF: %d, %v", n, err)
+	}
+	if !bytes.Equal(b[:n], streamBytes(stdoutSeed, s.readOff, n)) {
+		t.Fatalf("stdout at %d: wrong bytes", s.readOff)
+	}
+	s.readOff += int64(n)
+	switch {
+	case err == io.EOF:
+		if !s.eofSent || s.readOff != s.outSent {
+			t.Fatalf("io.EOF at %d; stdout_eof sent %v at %d", s.readOff, s.eofSent, s.outSent)
 		}
-		if i == 0 && w.err == nil && !slices.Contains(exits, w.st) {
-			t.Errorf("Wait returned %v, the exits sent were %v", w.st, exits)
+		s.outEOF = true
+	case err != nil:
+		if n > 0 {
+			t.Fatalf("%d bytes with %v", n, err)
+		}
+		if s.m.outBuf.len() > 0 {
+			t.Fatalf("%v before the %d bytes held", err, s.m.outBuf.len())
+		}
+		if !isTyped(err) {
+			t.Fatalf("read: untyped %v", err)
 		}
 	}
+}
+
+// check checks what holds after every operation.
+func (s *session) check(where string) {
+	t, m := s.t, s.m
+	if m.outBuf.len() > int(s.prm.stdoutWindow) || m.errBuf.len() > m.errCap || m.inBuf.len() > int(s.prm.stdinWindow) {
+		t.Fatalf("%s: holds stdout %d (window %d), stderr %d (cap %d), stdin %d (window %d)", where,
+			m.outBuf.len(), s.prm.stdoutWindow, m.errBuf.len(), m.errCap, m.inBuf.len(), s.prm.stdinWindow)
+	}
+	if m.err != nil && !isTyped(m.err) {
+		t.Fatalf("%s: the handle ended with an untyped %v", where, m.err)
+	}
+	if s.violated != "" {
+		var pe *ProtocolError
+		if !errors.As(m.err, &pe) && !errors.Is(m.err, ErrDestroyed) && !errors.Is(m.err, ErrConnectionLost) {
+			t.Fatalf("%s: after %s the handle ended with %v", where, s.violated, m.err)
+		}
+	}
+	if st, err, ok := m.wait(); ok {
+		if s.waited != nil && (s.waited.st != st || s.waited.err != err) {
+			t.Fatalf("%s: Wait said %v, %v, now %v, %v", where, s.waited.st, s.waited.err, st, err)
+		}
+		s.waited = &waitAnswer{st, err}
+	}
+}
+
+// isTyped reports whether err is one of the errors that end a handle.
+func isTyped(err error) bool {
+	var pe *ProtocolError
+	var re *RemoteError
+	return errors.As(err, &pe) || errors.As(err, &re) ||
+		errors.Is(err, ErrConnectionLost) || errors.Is(err, ErrDestroyed) || errors.Is(err, ErrExpired)
 }
 
 // sessionSeed builds an input from the opened parameters and operations.
 func sessionSeed(h [8]byte, ops ...sessionOp) []byte {
 	b := h[:]
-	for _, op := range ops {
-		b = append(b, op.code, op.a, op.b, op.c)
+	for _, o := range ops {
+		b = append(b, o.code, o.a, o.b, o.c)
 	}
 	return b
 }
 
 // op returns an operation whose code selects kind.
 func op(kind int, a, b, c byte) sessionOp {
-	return sessionOp{byte(slices.Index(sessionOps[:], kind)), a, b, c}
+	for i, k := range sessionOps {
+		if k == kind {
+			return sessionOp{byte(i), a, b, c}
+		}
+	}
+	panic("no such operation")
 }
 
 // resumeAnswer returns an operation that, taken by a resume, answers it
@@ -1446,105 +750,76 @@ func sessionSeeds() [][]byte {
 	// stdout window 256+1, max_data 64+1, stdin window 1024+1, stderr
 	// window 64+1, grace 120 ms.
 	std := [8]byte{8, 16, 64, 8, 100, 0, 0, 16}
-	out := func(n byte) sessionOp { return op(opStdout, n, 0, 1) }
-	full := op(opStdout, 0, 0, 0)
+	out := func(n byte) sessionOp { return op(opStdout, n, 0, 0) }
+	full := op(opStdout, 255, 1, 0)
 	eof := op(opEOF, 0, 0, 0)
-	exit := op(opExit, 3, 1, 0)
-	drop := func(kind byte) sessionOp { return op(opDrop, kind, 0, 0) }
+	exit := op(opExit, 3, 0, 0)
+	drop := func(ms byte) sessionOp { return op(opDrop, ms, 0, 0) }
 	write := func(n byte) sessionOp { return op(opWrite, n, 0, 0) }
+	read := op(opRead, 0, 0, 0)
 	faithful := resumeAnswer(0, 0, 0)
 	manual := std
 	manual[5] = 1 | 2
 	return [][]byte{
 		sessionSeed(std),
-		sessionSeed(std, out(10), full, eof, exit),
-		sessionSeed(std, write(20), out(5), op(opCloseStdin, 0, 0, 0), eof, exit, op(opWait, 0, 0, 0)),
+		sessionSeed(std, out(10), full, eof, exit, read, read),
+		sessionSeed(std, write(20), out(5), op(opCloseStdin, 0, 0, 0), eof, exit, read),
 		// stdout at wrong offsets, sizes, past the window
-		sessionSeed(std, out(10), op(opStdoutOff, 0, 4, 0)),
-		sessionSeed(std, out(10), op(opStdoutOff, 3, 4, 0)),
-		sessionSeed(std, op(opStdoutOff, 7, 4, 0)),
+		sessionSeed(std, out(10), op(opStdoutOff, 0, 0, 0)),
+		sessionSeed(std, out(10), op(opStdoutOff, 3, 1, 0)),
 		sessionSeed(std, op(opStdoutBig, 10, 0, 0)),
 		sessionSeed(std, full, full, full, full, full, full),
-		// stdout_eof early, late, twice, different
+		sessionSeed(std, op(opStdout, 255, 0, 2), op(opStdout, 255, 0, 2), op(opStdout, 255, 0, 2), op(opStdout, 255, 0, 2), op(opStdout, 255, 0, 2)),
+		// stdout_eof early, late, twice, data after it
 		sessionSeed(std, out(10), op(opEOF, 3, 0, 0)),
-		sessionSeed(std, out(10), op(opEOF, 3, 2, 0)),
+		sessionSeed(std, out(10), op(opEOF, 2, 0, 0)),
 		sessionSeed(std, out(10), eof, eof, exit),
-		sessionSeed(std, out(10), eof, op(opEOF, 3, 3, 0)),
 		sessionSeed(std, out(10), eof, out(3)),
-		// stderr with drops, overlaps and an overflowing end
-		sessionSeed(std, op(opStderr, 0, 0, 10), op(opStderr, 5, 7, 10), op(opStderr, 6, 3, 10), op(opStderr, 7, 2, 10)),
-		sessionSeed(std, op(opStderr, 4, 0, 5)), // over max_data
+		// stderr with drops, overlaps, over max_data, read past its end
+		sessionSeed([8]byte{8, 16, 64, 8, 100, 128 | 16, 20, 16}, op(opStderr, 0, 0, 10), op(opStderr, 5, 7, 10), op(opStderr, 6, 3, 10),
+			exit, op(opStderr, 7, 2, 10), read, read),
+		sessionSeed(std, op(opStderr, 15, 0, 5)),
 		// exit twice, different
-		sessionSeed(std, exit, op(opExit, 3, 1, 1), op(opExit, 4, 1, 0)),
-		// credit backwards, past a window, overflowing, received beyond
-		sessionSeed(manual, write(60), op(opCredit, 0, 0, 0), op(opCredit, 5, 0, 1), write(60), op(opCredit, 0, 0, 0)),
+		sessionSeed(std, exit, op(opExit, 3, 0, 0), op(opExit, 4, 1, 4)),
+		// credit backwards, past a window, received beyond sent
+		sessionSeed(manual, write(60), op(opCredit, 0, 0, 0), op(opCredit, 5, 0, 1), write(60), op(opCredit, 9, 0, 0)),
 		sessionSeed(manual, op(opCredit, 0, 0, 2)),
-		sessionSeed(manual, op(opCredit, 0, 0, 3)),
-		sessionSeed(manual, write(10), op(opCredit, 200, 0, 4)),
-		sessionSeed(manual, write(10), op(opSync, 0, 0, 0), op(opCredit, 2, 0, 5)),
-		// signaled: unknown ids, a known id, id 0
-		sessionSeed(manual, op(opSignal, 1, 0, 0), op(opSignaled, 0, 9, 0), op(opSync, 0, 0, 0), op(opSignaled, 1, 0, 1)),
-		sessionSeed(std, op(opSignaled, 2, 0, 0)),
+		sessionSeed(manual, write(10), op(opCredit, 0, 0, 3)),
+		// signals: answered, unknown ids, failed, behind stdin
+		sessionSeed(manual, op(opSignal, 0, 0, 0), op(opSignaled, 0, 0, 0), op(opSignaled, 1, 0, 0)),
+		sessionSeed(manual, write(200), op(opSignal, 0, 0, 1), write(10), op(opFlush, 0, 0, 0), op(opError, 0, 0, 0)),
+		sessionSeed(std, op(opError, 2, 0, 0)),
+		sessionSeed(std, write(20), op(opError, 1, 0, 0), write(5), op(opCloseStdin, 0, 0, 0)),
 		// destroyed for another id, and for this one
 		sessionSeed(std, out(3), op(opDestroyed, 0, 0, 0)),
-		sessionSeed(std, out(3), op(opDestroyed, 1, 0, 0)),
-		// frames out of place, garbage, binary, oversized, error frames
+		sessionSeed(std, out(3), op(opDestroyed, 1, 0, 0), read),
+		// frames out of place, error frames
 		sessionSeed(std, op(opSessionFrame, 0, 0, 0)),
 		sessionSeed(std, op(opSessionFrame, 1, 0, 0)),
 		sessionSeed(std, op(opSessionFrame, 2, 0, 0)),
-		sessionSeed(std, op(opGarbage, 0, 0, 0)),
-		sessionSeed(std, op(opGarbage, 4, 0, 0)),
-		sessionSeed(std, op(opBinary, 0, 0, 0)),
-		sessionSeed(std, out(5), op(opOversize, 0, 0, 0)),
-		sessionSeed(std, out(5), op(opOversize, 1, 0, 0), faithful),
-		sessionSeed(std, op(opError, 3, 0, 0)),
-		sessionSeed(std, op(opError, 0, 0, 0)),
-		// drops, resumed faithfully with replay
+		sessionSeed(std, out(4), op(opError, 3, 0, 2), read, read),
+		// losses, resumed faithfully with replay
 		sessionSeed(std, write(30), out(20), drop(0), faithful, out(20), eof, exit),
-		sessionSeed(std, out(20), drop(1), faithful, drop(6), faithful, eof, exit),
-		sessionSeed(std, op(opSignal, 2, 0, 0), drop(0), faithful, exit),
-		sessionSeed(std, out(5), op(opCloseStdin, 0, 0, 0), op(opSync, 0, 0, 0), drop(0), faithful),
-		// close codes that end the handle
-		sessionSeed(std, out(5), drop(2)),
-		sessionSeed(std, out(5), drop(3)),
-		sessionSeed(std, out(5), drop(7)),
-		// resumes answered wrongly
-		sessionSeed(std, drop(0), resumeAnswer(resEvidence, 7, 0)),
-		sessionSeed(std, drop(0), resumeAnswer(resEvidence, 3, 0)),
+		sessionSeed(std, out(20), op(opRead, 0, 0, 0), drop(1), faithful, drop(6), faithful, eof, exit),
+		sessionSeed(std, op(opSignal, 2, 0, 1), drop(0), faithful, exit),
+		sessionSeed(std, out(5), op(opCloseStdin, 0, 0, 1), drop(0), faithful),
+		// resumes answered wrongly, failing, late
+		sessionSeed(std, drop(0), resumeAnswer(resEvidence, 0, 0)),
 		sessionSeed(std, drop(0), resumeAnswer(resProcessID, 0, 0)),
 		sessionSeed(std, write(10), drop(0), resumeAnswer(resStdinReceived, 1, 0)),
-		sessionSeed(std, write(10), op(opSync, 0, 0, 0), drop(0), resumeAnswer(resStdinReceived, 0, 3)),
 		sessionSeed(std, drop(0), resumeAnswer(resStdinLimit, 0, 0)),
-		sessionSeed(std, drop(0), resumeAnswer(resError, 3, 0)),
-		sessionSeed(std, drop(0), resumeAnswer(resError, 2, 0)),
-		sessionSeed(std, drop(0), resumeAnswer(resGarbage, 1, 0)),
-		sessionSeed(std, drop(0), resumeAnswer(resGarbage, 0, 3)),
-		sessionSeed(std, drop(0), resumeAnswer(resDrop, 0, 0), faithful),
-		sessionSeed(std, drop(0), resumeAnswer(resOtherFrame, 1, 0)),
-		sessionSeed(std, out(9), op(opSync, 0, 0, 0), drop(0), resumeAnswer(resReplayOffset, 0, 0)),
-		sessionSeed(std, out(9), op(opSync, 0, 0, 0), drop(0), resumeAnswer(resReplayOffset, 1, 0)),
-		// dials refused, then answered
-		sessionSeed(std, op(opRefuse, 0, 2, 0), drop(0), faithful, eof),
-		// first-frame destroys refused, lost, answered with garbage, or
-		// after output
-		sessionSeed(std, op(opDestroyAnswer, 0, 0, 0), out(3), drop(3)),
-		sessionSeed(std, op(opDestroyAnswer, 1, 2, 0), out(3), drop(3)),
-		sessionSeed(std, op(opDestroyAnswer, 2, 1, 0), out(3), drop(3)),
-		sessionSeed(std, op(opDestroyAnswer, 3, 0, 0), drop(0), resumeAnswer(resError, 3, 0)),
-		sessionSeed([8]byte{8, 16, 64, 8, 100, 64, 0, 16}, op(opDestroyAnswer, 0, 0, 0), out(5), op(opDestroy, 0, 0, 0)),
-		// a bad exit answering the first-frame destroy
-		sessionSeed([8]byte{8, 16, 64, 8, 100, 4, 0, 16}, exit, drop(0), resumeAnswer(resError, 0, 0)),
-		// heartbeat, small stderr buffer
-		sessionSeed([8]byte{8, 16, 64, 8, 100, 8 | 16, 5, 16}, op(opStderr, 0, 0, 60), out(5), eof),
-		// stderr read as it comes, with drops and overlaps
-		sessionSeed([8]byte{8, 16, 64, 8, 100, 128 | 16, 20, 16}, op(opStderr, 0, 0, 30), op(opStderr, 5, 7, 30),
-			op(opStderr, 6, 3, 30), drop(0), faithful, op(opStderr, 0, 0, 30), exit),
+		sessionSeed(std, drop(0), resumeAnswer(resError, 0, 0)),
+		sessionSeed(std, drop(0), resumeAnswer(resFail, 0, 0), drop(0), resumeAnswer(resFail, 0, 0), drop(0), faithful),
+		sessionSeed(std, drop(0), resumeAnswer(resLate, 0, 0)),
 		// Destroy while the script runs; its answer lost
 		sessionSeed(std, out(5), op(opDestroy, 0, 0, 0), out(5), exit),
-		sessionSeed([8]byte{8, 16, 64, 8, 100, 64, 0, 16}, out(5), op(opDestroy, 0, 0, 0), op(opSync, 0, 0, 0), out(5)),
+		sessionSeed([8]byte{8, 16, 64, 8, 100, 64, 0, 16}, out(5), op(opDestroy, 0, 0, 1), drop(3), faithful),
+		// Destroy after the grace ran out
+		sessionSeed(std, drop(0), op(opTime, 200, 0, 0), op(opDestroy, 0, 0, 0)),
+		// opened over the window asked for
+		sessionSeed([8]byte{8, 16, 64, 8, 100, 4, 1, 16}),
 		// a grace longer than a time.Duration holds
 		sessionSeed([8]byte{8, 16, 64, 8, 0, 32, 0, 16}, out(5), drop(0), faithful, out(5), eof),
-		sessionSeed([8]byte{8, 16, 64, 8, 1, 32, 0, 16}, out(5), drop(0), faithful, out(5), eof),
-		sessionSeed([8]byte{8, 16, 64, 8, 2, 32, 0, 16}, out(5), drop(0), faithful, out(5), eof),
+		sessionSeed([8]byte{8, 16, 64, 8, 2, 32, 0, 16}, out(5), drop(0), op(opTime, 255, 0, 0), faithful, out(5), eof),
 	}
 }

@@ -7,3 +7,4 @@ func setOpenKey(*frames.Open, string)                  {}
 func hasOpenKey(*frames.Open) bool                     { return false }
 func destroyByKeyFrame(o *frames.Open) *frames.Destroy { return &frames.Destroy{} }
 func errorID(*frames.Error) int64                      { return 0 }
+func setErrorID(*frames.Error, int64) bool             { return false }
