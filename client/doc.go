@@ -11,7 +11,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	defer p.Destroy(context.WithoutCancel(ctx))
+//	defer p.Destroy(context.Background()) // bounded by Options.DestroyTimeout
 //	go func() {
 //		io.WriteString(p.Stdin(), "hello\n")
 //		p.Stdin().Close() // the process reads EOF
@@ -32,7 +32,19 @@
 //
 // Destroy ends every use of a Process: call it when done, also after the
 // exit. It frees the instance on the server and stops the goroutines the
-// Process owns (one reader, one writer and one heartbeat per connection).
+// Process owns (a supervisor, and one reader, one writer and one heartbeat
+// per connection). It never takes longer than Options.DestroyTimeout, so a
+// context that never ends is safe. Detach instead leaves the process to the
+// server's grace, for Attach (with Handle) to take over from anywhere.
+//
+// Only the server's own word ends a handle: a destroyed or error frame, or
+// 4001 (resumed elsewhere). A close without it (1001 from a reloading
+// proxy, 1006, 1011) is a lost connection, resumed byte-exact. Resumes
+// that reach the server and fail are bounded by Options.ResumeBudget.
+//
+// Inside, a pure state machine (machine.go: frames in; frames and events
+// out) is driven by a supervisor (supervisor.go: dial, backoff, resume,
+// destroy) under the handle (process.go, stream.go).
 //
 // Every blocking call has a variant taking a context (ReadContext,
 // WriteContext, CloseContext) or takes one (Wait, Signal, Destroy), and

@@ -432,17 +432,12 @@ func (s *session) apply(op sessionOp) {
 		switch op.a % 4 {
 		case 0: // a signal the server failed to deliver
 			if len(s.m.signals) > 0 && s.m.signals[0].id <= s.sigSeen {
-				e := frames.Error{Code: frames.OperationFailed, Operation: "signal_process", Reason: "signal_failed"}
-				setErrorID(&e, s.m.signals[0].id)
-				s.send(&e, "")
+				s.send(&frames.Error{Code: frames.OperationFailed, Operation: "signal_process", Reason: "signal_failed", ID: s.m.signals[0].id}, "")
 			}
 		case 1: // a refused stdin write: stdin fails, the handle goes on
 			s.send(&frames.Error{Code: frames.OperationFailed, Operation: "write_stdin", Reason: "stdin_failed"}, "")
 		case 2:
-			e := frames.Error{Code: frames.OperationFailed, Operation: "signal_process", Reason: "signal_failed"}
-			if setErrorID(&e, s.m.nextSig+1+int64(op.b)) {
-				s.send(&e, "an error for a signal never sent")
-			}
+			s.send(&frames.Error{Code: frames.OperationFailed, Operation: "signal_process", Reason: "signal_failed", ID: s.m.nextSig + 1 + int64(op.b)}, "an error for a signal never sent")
 		case 3:
 			s.send(&frames.Error{Code: frames.LifecycleConflict, Operation: "resume_process", Actual: "process_not_found"}, "")
 			s.closeConn()

@@ -433,12 +433,12 @@ func (m *machine) apply(f frames.Frame) (events, error) {
 func (m *machine) remoteError(f *frames.Error) (events, error) {
 	re := &RemoteError{Frame: *f}
 	switch {
-	case errorID(f) != 0 && f.Operation == "signal_process":
-		if errorID(f) > m.nextSig {
-			return 0, protocolErrorf("error.id", "%d names no signal sent", errorID(f))
+	case f.ID != 0 && f.Operation == "signal_process":
+		if f.ID > m.nextSig {
+			return 0, protocolErrorf("error.id", "%d names no signal sent", f.ID)
 		}
 		// An answer nobody waits for any more is dropped.
-		if s := m.signal(errorID(f)); s != nil && !s.done {
+		if s := m.signal(f.ID); s != nil && !s.done {
 			s.done, s.err = true, re
 		}
 		return evWake, nil

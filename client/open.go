@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/procwire/procwire/frames"
 )
@@ -15,7 +14,7 @@ import (
 // handed over (a cancelled ctx, a loss the retries did not overcome) is
 // destroyed by the key.
 func (p *Process) open(ctx context.Context, open *frames.Open, req *frames.ProcessRequest) (*wsConn, error) {
-	setOpenKey(open, newOpenKey())
+	open.OpenKey = newOpenKey()
 	b := p.newBackoff()
 	sent := false // an open may have reached the server
 	failed := 0
@@ -46,7 +45,7 @@ func (p *Process) open(ctx context.Context, open *frames.Open, req *frames.Proce
 				p.destroyByKey(open)
 			}
 			return nil, err
-		case !sent || !hasOpenKey(open):
+		case !sent:
 			return nil, fmt.Errorf("procwire: open: %w", err)
 		}
 		failed++
@@ -100,7 +99,7 @@ func (p *Process) destroyByKey(open *frames.Open) {
 	for {
 		ws, err := p.dial(ctx, "")
 		if err == nil {
-			err = p.destroyOn(ctx, ws, destroyByKeyFrame(open))
+			err = p.destroyOn(ctx, ws, &frames.Destroy{InstanceID: open.InstanceID, OpenKey: open.OpenKey})
 			ws.close()
 			if err == nil || isFinal(err) {
 				return
@@ -108,7 +107,7 @@ func (p *Process) destroyByKey(open *frames.Open) {
 		}
 		p.log.Debug("destroy by open key failed", "err", err)
 		if !b.wait(ctx, nil) {
-			p.log.Warn("destroy by open key gave up", "err", err, "after", time.Duration(p.opts.DestroyTimeout))
+			p.log.Warn("destroy by open key gave up", "err", err, "after", p.opts.DestroyTimeout)
 			return
 		}
 	}
