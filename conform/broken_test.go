@@ -1,0 +1,310 @@
+package conform_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/conform"
+	"github.com/procwire/procwire/frames"
+)
+
+// A broken server is our real server behind a proxy that rewrites frames:
+// each fault is a rewrite a faulty implementation could make.
+
+// proxyConn is one client connection through the proxy.
+type proxyConn struct {
+	mu      sync.Mutex
+	process string // the process it serves, once known
+}
+
+func (c *proxyConn) setProcess(id string) {
+	c.mu.Lock()
+	c.process = id
+	c.mu.Unlock()
+}
+
+func (c *proxyConn) processID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.process
+}
+
+// fault rewrites frames. Each hook returns nil to pass the frame on
+// unchanged (as the bytes it came in), or the frames to send instead.
+type fault struct {
+	toServer func(c *proxyConn, f frames.Frame) []frames.Frame
+	toClient func(c *proxyConn, f frames.Frame) []frames.Frame
+}
+
+// brokenServer starts a real server behind a proxy applying f and returns
+// the proxy's URL.
+func brokenServer(t *testing.T, f fault) string {
+	t.Helper()
+	upstream := localServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := http.Header{}
+		for _, k := range []string{"Authorization", "Origin"} {
+			if v := r.Header.Get(k); v != "" {
+				h.Set(k, v)
+			}
+		}
+		var offered []string
+		for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+			for _, p := range strings.Split(v, ",") {
+				offered = append(offered, strings.TrimSpace(p))
+			}
+		}
+		up, resp, err := websocket.Dial(ctx, upstream, &websocket.DialOptions{HTTPHeader: h, Subprotocols: offered})
+		if err != nil {
+			status := http.StatusBadGateway
+			if resp != nil {
+				status = resp.StatusCode
+			}
+			http.Error(w, "upstream refused", status)
+			return
+		}
+		var subs []string
+		if up.Subprotocol() != "" {
+			subs = []string{up.Subprotocol()}
+		}
+		down, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: subs, InsecureSkipVerify: true})
+		if err != nil {
+			up.CloseNow()
+			return
+		}
+		up.SetReadLimit(-1)
+		down.SetReadLimit(-1)
+		c := &proxyConn{}
+		var pumps sync.WaitGroup
+		pumps.Go(func() { pump(ctx, down, up, c, f.toServer) })
+		pumps.Go(func() { pump(ctx, up, down, c, f.toClient) })
+		pumps.Wait()
+	}))
+	t.Cleanup(func() {
+		cancel()
+		ts.Close()
+	})
+	return "ws" + strings.TrimPrefix(ts.URL, "http")
+}
+
+// pump copies messages from src to dst through hook, then passes the
+// close on.
+func pump(ctx context.Context, src, dst *websocket.Conn, c *proxyConn, hook func(*proxyConn, frames.Frame) []frames.Frame) {
+	for {
+		typ, b, err := src.Read(ctx)
+		if err != nil {
+			var ce websocket.CloseError
+			if errors.As(err, &ce) {
+				_ = dst.Close(ce.Code, ce.Reason)
+			} else {
+				_ = dst.CloseNow()
+			}
+			return
+		}
+		out := [][]byte{b}
+		if f, derr := frames.Decode(b); derr == nil && typ == websocket.MessageText {
+			switch f := f.(type) {
+			case *frames.Opened:
+				c.setProcess(f.ProcessID)
+			case *frames.Resume:
+				c.setProcess(f.ProcessID)
+			case *frames.Destroy:
+				if f.ProcessID != "" {
+					c.setProcess(f.ProcessID)
+				}
+			}
+			if hook != nil {
+				if repl := hook(c, f); repl != nil {
+					out = out[:0]
+					for _, r := range repl {
+						out = append(out, frames.Append(nil, r))
+					}
+				}
+			}
+		}
+		for _, m := range out {
+			if err := dst.Write(ctx, typ, m); err != nil {
+				_ = src.CloseNow()
+				return
+			}
+		}
+	}
+}
+
+// faults are the broken servers, each with the case that must catch it
+// and a piece of the deviation it must quote.
+var faults = []struct {
+	name  string
+	fault func() fault
+	catch string // the case
+	quote string // in the deviation
+}{
+	{
+		name: "exit sent twice with different codes",
+		fault: func() fault {
+			return fault{toClient: func(_ *proxyConn, f frames.Frame) []frames.Frame {
+				if e, ok := f.(*frames.Exit); ok && e.Signal == "" {
+					return []frames.Frame{e, &frames.Exit{Code: (e.Code + 1) % 256}}
+				}
+				return nil
+			}}
+		},
+		catch: "exit-codes",
+		quote: `a second exit on one connection: {"type":"exit","code":1} after {"type":"exit","code":0}`,
+	},
+	{
+		name: "stdout with a hole after resume",
+		fault: func() fault {
+			var mu sync.Mutex
+			dropped := map[*proxyConn]bool{}
+			resumed := map[*proxyConn]bool{}
+			return fault{toClient: func(c *proxyConn, f frames.Frame) []frames.Frame {
+				mu.Lock()
+				defer mu.Unlock()
+				switch f.(type) {
+				case *frames.Resumed:
+					resumed[c] = true
+				case *frames.Stdout:
+					if resumed[c] && !dropped[c] {
+						dropped[c] = true
+						return []frames.Frame{}
+					}
+				}
+				return nil
+			}}
+		},
+		catch: "replay-cut",
+		quote: "stdout not contiguous (a hole): expected off 0",
+	},
+	{
+		name: "a credit overrun accepted",
+		fault: func() fault {
+			// The limits announced are 8 KiB short of those the server
+			// enforces, so a stdin past them is taken.
+			return fault{toClient: func(_ *proxyConn, f frames.Frame) []frames.Frame {
+				switch f := f.(type) {
+				case *frames.Opened:
+					g := *f
+					g.StdinLimit -= 8192
+					return []frames.Frame{&g}
+				case *frames.Resumed:
+					g := *f
+					g.StdinLimit -= 8192
+					return []frames.Frame{&g}
+				case *frames.Credit:
+					g := *f
+					g.StdinLimit -= 8192
+					return []frames.Frame{&g}
+				}
+				return nil
+			}}
+		},
+		catch: "stdin-overrun",
+		quote: "was accepted: no close 1008",
+	},
+	{
+		name: "evidence with a wrong digest",
+		fault: func() fault {
+			return fault{toClient: func(_ *proxyConn, f frames.Frame) []frames.Frame {
+				if o, ok := f.(*frames.Opened); ok {
+					g := *o
+					g.Evidence.ArgumentsDigest = frames.ArgumentsDigest([]string{"tampered"})
+					return []frames.Frame{&g}
+				}
+				return nil
+			}}
+		},
+		catch: "open-evidence",
+		quote: "evidence.arguments_digest is \"" + frames.ArgumentsDigest([]string{"tampered"}),
+	},
+	{
+		name: "a second open allowed",
+		fault: func() fault {
+			// Every open goes to an instance of its own.
+			var mu sync.Mutex
+			n := 0
+			return fault{
+				toServer: func(_ *proxyConn, f frames.Frame) []frames.Frame {
+					if o, ok := f.(*frames.Open); ok {
+						mu.Lock()
+						n++
+						g := *o
+						g.InstanceID = o.InstanceID + "-" + strings.Repeat("x", n)
+						mu.Unlock()
+						return []frames.Frame{&g}
+					}
+					return nil
+				},
+			}
+		},
+		catch: "one-process-per-instance",
+		quote: "was answered opened",
+	},
+	{
+		name: "a destroy that answers differently the second time",
+		fault: func() fault {
+			var mu sync.Mutex
+			seen := map[string]bool{}
+			return fault{toClient: func(_ *proxyConn, f frames.Frame) []frames.Frame {
+				if d, ok := f.(*frames.Destroyed); ok {
+					mu.Lock()
+					defer mu.Unlock()
+					if seen[d.ProcessID] {
+						return []frames.Frame{&frames.Error{Code: frames.LifecycleConflict, Operation: "destroy_process", Actual: "process_not_found"}}
+					}
+					seen[d.ProcessID] = true
+				}
+				return nil
+			}}
+		},
+		catch: "destroy-idempotent",
+		quote: `answered {"type":"error","code":"SandboxLifecycleConflict","operation":"destroy_process","actual":"process_not_found"}, not destroyed`,
+	},
+	{
+		name: "a replay that skips silently",
+		fault: func() fault {
+			// A resume below the last ack is served from the ack, as a
+			// server that skips instead of refusing replay_gap would.
+			var mu sync.Mutex
+			acked := map[string]int64{}
+			return fault{toServer: func(c *proxyConn, f frames.Frame) []frames.Frame {
+				mu.Lock()
+				defer mu.Unlock()
+				switch f := f.(type) {
+				case *frames.Ack:
+					acked[c.processID()] = f.Stdout
+				case *frames.Resume:
+					if a := acked[f.ProcessID]; f.StdoutReceived < a {
+						g := *f
+						g.StdoutReceived = a
+						return []frames.Frame{&g}
+					}
+				}
+				return nil
+			}}
+		},
+		catch: "replay-gap",
+		quote: "answered resumed and replayed from 16384: 15384 bytes skipped silently",
+	},
+}
+
+func TestBrokenServersAreCaught(t *testing.T) {
+	for _, fc := range faults {
+		t.Run(fc.catch, func(t *testing.T) {
+			rep := runAgainst(t, brokenServer(t, fc.fault()), fc.catch)
+			require.False(t, rep.OK(), "%s not caught", fc.name)
+			c := rep.Cases[0]
+			require.Equal(t, conform.Fail, c.Outcome, "%s: %s", fc.name, c.Detail)
+			require.Contains(t, c.Detail, fc.quote, "%s: the deviation quoted", fc.name)
+		})
+	}
+}

@@ -1,0 +1,31 @@
+package conform
+
+// allCases is every case, in the order a run takes them: the handshake,
+// then open and evidence, the streams, replay, exit and signals, destroy,
+// the timers, and the refusals.
+var allCases = []caseDef{
+	{name: "handshake-subprotocol", proves: "an upgrade without procwire.v1 is closed 1002 \"subprotocol procwire.v1 required\"; a normal one negotiates it", run: caseSubprotocol},
+	{name: "handshake-token", proves: "an upgrade without the bearer token, or with a wrong one, is refused 401 before any frame", run: caseToken},
+	{name: "handshake-origin", proves: "a foreign Origin is refused 403; the request's own host as Origin is accepted", run: caseOrigin},
+	{name: "open-evidence", proves: "opened echoes every evidence field, arguments_digest recomputed, started_at canonical; output and exit follow", needs: []string{}, run: caseOpenEvidence},
+	{name: "open-start-failure", proves: "an executable that does not exist is refused executable_not_found, close 1000, and the instance stays free", needs: []string{}, run: caseStartFailure},
+	{name: "one-process-per-instance", proves: "a second open on an instance is refused process_already_open until the first process is destroyed, even after it exited", needs: []string{}, run: caseOnePerInstance},
+	{name: "stdin-credit", proves: "stdin up to stdin_limit is taken even while the child reads nothing, and credit grows once it reads (wc -c counts every byte)", needs: []string{"sleep", "wc"}, run: caseStdinCredit},
+	{name: "stdin-overrun", proves: "stdin past the limit closes 1008 \"received N bytes, allowed M\" and no byte past the limit reaches the child (wc -c)", needs: []string{"sleep", "wc"}, run: caseStdinOverrun},
+	{name: "stdin-half-close", proves: "stdin_close reaches the child as EOF after the last byte; a repeat changes nothing; stdin after it is 1002", needs: []string{"wc"}, run: caseHalfClose},
+	{name: "stdout-slow-reader", proves: "stdout is lossless and in order under a reader that acks one window at a time, never past the window, with a real EOF", needs: []string{}, run: caseSlowReader},
+	{name: "replay-cut", proves: "after cuts at several offsets (none read, mid-frame, the end, one byte short) resume replays exactly from stdout_received", needs: []string{}, run: caseReplayCut},
+	{name: "replay-gap", proves: "resume below the oldest held byte is refused replay_gap with the gap, never skipped silently; the process stays resumable", needs: []string{}, run: caseReplayGap},
+	{name: "replay-beyond-end", proves: "resume from past what was sent is refused replay_beyond_end; the process stays resumable", needs: []string{}, run: caseReplayBeyondEnd},
+	{name: "exit-codes", proves: "exit codes 0, 7 and 255 arrive once per connection, after stdout_eof, and again unchanged after a resume", needs: []string{}, run: caseExitCodes},
+	{name: "exit-signals", proves: "SIGTERM, SIGKILL and SIGINT are delivered and the exit names the signal, unchanged after a resume", needs: []string{"sleep"}, run: caseExitSignals},
+	{name: "signal-answers", proves: "every signal is answered signaled with its id; a repeated id gets the recorded result and is not delivered again; after the exit, already_exited", needs: []string{"sleep"}, run: caseSignalAnswers},
+	{name: "destroy-idempotent", proves: "destroy answers the same on the same and on new connections, again and again; a wrong token is process_not_found; resume after it is process_destroyed", needs: []string{"sleep"}, run: caseDestroyIdempotent},
+	{name: "destroy-after-exit", proves: "destroy of an exited process from a new connection answers its exit and destroyed there and ends the attached connection the same way", needs: []string{}, run: caseDestroyAfterExit},
+	{name: "destroy-lost-answer", proves: "a destroy whose answer was lost (connection cut) settles the same way when sent again", needs: []string{"sleep"}, run: caseDestroyLostAnswer},
+	{name: "grace-expiry", proves: "a process detached past grace_ms is destroyed (process_expired tombstone, destroy still answers, instance freed)", needs: []string{"sleep"}, run: caseGraceExpiry},
+	{name: "heartbeat", proves: "the server answers pings, pings a quiet connection every heartbeat_ms without timing it out, and drops a peer that stops answering", needs: []string{"sleep"}, run: caseHeartbeat},
+	{name: "line-limits", proves: "a frame of exactly MaxLine bytes is taken; MaxLine without its newline, or one byte more, closes 1009", needs: []string{"cat"}, run: caseLineLimits},
+	{name: "decode-errors", proves: "frames that do not decode close 1007 with reason \"<frame>.<field>: <kind>\" as the golden vectors pin (a sample, first frame and in session)", needs: []string{"cat"}, run: caseDecodeErrors},
+	{name: "protocol-errors", proves: "frames valid but not allowed now close 1002: a wrong first frame, a second open, a stdin gap, an ack past what was sent, a binary message", needs: []string{"cat"}, run: caseProtocolErrors},
+}

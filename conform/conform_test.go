@@ -1,0 +1,60 @@
+package conform_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/conform"
+	"github.com/procwire/procwire/server"
+)
+
+// testTimeout bounds a whole run in a test; it bounds hangs, it times
+// nothing.
+const testTimeout = 5 * time.Minute
+
+const testToken = "conform-test-token"
+
+// localServer starts a procwire server on loopback with a short grace and
+// heartbeat, so that the timer cases run, and returns its ws:// URL.
+func localServer(t *testing.T) string {
+	t.Helper()
+	srv, err := server.New(server.Config{
+		Token:     testToken,
+		Grace:     2 * time.Second,
+		Heartbeat: time.Second,
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		require.NoError(t, srv.Close())
+		ts.Close()
+	})
+	return "ws" + strings.TrimPrefix(ts.URL, "http")
+}
+
+func runAgainst(t *testing.T, url string, cases ...string) *conform.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	rep, err := conform.Run(ctx, conform.Config{URL: url, Token: testToken, Cases: cases})
+	require.NoError(t, err)
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteTable(&b))
+	t.Log("\n" + b.String())
+	return rep
+}
+
+func TestOwnServerPasses(t *testing.T) {
+	rep := runAgainst(t, localServer(t))
+	for _, c := range rep.Cases {
+		require.Equal(t, conform.Pass, c.Outcome, "%s: %s", c.Name, c.Detail)
+	}
+}
