@@ -20,7 +20,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain fails the run if a test leaves a goroutine behind. Run with
+// PROCWIRE_SCALE_SERVER set, the test binary is BenchmarkScale's server.
+func TestMain(m *testing.M) {
+	MaybeServeScale()
+	goleak.VerifyTestMain(m)
+}
 
 // benchTimeout bounds one benchmark iteration; a stuck stream fails the run
 // instead of hanging it.
