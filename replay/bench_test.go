@@ -7,7 +7,7 @@ import "testing"
 // BenchmarkBufferCycle32KiB against BenchmarkCopy32KiB is the cost of the
 // replay buffer over the one copy it cannot avoid.
 
-const chunk = 32 << 10
+const cycle = 32 << 10
 
 var sink byte
 
@@ -20,16 +20,16 @@ func BenchmarkBufferCycle32KiB(b *testing.B) {
 	}{{"window=64KiB", 64 << 10}, {"window=1MiB", 1 << 20}} {
 		b.Run(capacity.name, func(b *testing.B) {
 			buf := New(capacity.n)
-			src := make([]byte, chunk)
+			src := make([]byte, cycle)
 			b.ReportAllocs()
-			b.SetBytes(chunk)
+			b.SetBytes(cycle)
 			for b.Loop() {
 				off := buf.End()
-				if buf.Append(src) != chunk {
+				if buf.Append(src) != cycle {
 					b.Fatal("short append")
 				}
-				x, y, err := buf.Slice(off, chunk)
-				if err != nil || len(x)+len(y) != chunk {
+				x, y, err := buf.Slice(off, cycle)
+				if err != nil || len(x)+len(y) != cycle {
 					b.Fatal(err)
 				}
 				sink ^= x[0]
@@ -43,9 +43,9 @@ func BenchmarkBufferCycle32KiB(b *testing.B) {
 
 // BenchmarkCopy32KiB is the baseline: a plain copy of 32 KiB.
 func BenchmarkCopy32KiB(b *testing.B) {
-	dst, src := make([]byte, chunk), make([]byte, chunk)
+	dst, src := make([]byte, cycle), make([]byte, cycle)
 	b.ReportAllocs()
-	b.SetBytes(chunk)
+	b.SetBytes(cycle)
 	for b.Loop() {
 		copy(dst, src)
 		sink ^= dst[0]
@@ -55,9 +55,9 @@ func BenchmarkCopy32KiB(b *testing.B) {
 // BenchmarkRingWrite32KiB is stderr's path: a lossy write into a 64 KiB ring.
 func BenchmarkRingWrite32KiB(b *testing.B) {
 	g := NewRing(64 << 10)
-	src := make([]byte, chunk)
+	src := make([]byte, cycle)
 	b.ReportAllocs()
-	b.SetBytes(chunk)
+	b.SetBytes(cycle)
 	for b.Loop() {
 		if _, err := g.Write(src); err != nil {
 			b.Fatal(err)

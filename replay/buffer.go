@@ -1,29 +1,46 @@
 package replay
 
-import "math"
+import (
+	"math"
+
+	"github.com/procwire/procwire/internal/chunk"
+)
 
 // Buffer holds the bytes of a stream from the acknowledged offset (Start) to
 // the end of what was appended (End), at most its capacity of them. It is
 // lossless: Append takes only what fits. Not safe for concurrent use.
+//
+// Its storage is fixed-size chunks (chunk.Size bytes) taken from a shared
+// pool as bytes arrive and given back as soon as every byte in them is
+// acknowledged: the capacity is a ceiling, never an allocation. A Buffer
+// holding n bytes holds at most ceil(n / chunk.Size) + 1 chunks, and none
+// when it is empty.
 type Buffer struct {
-	r      ring  // capacity bytes, allocated once
-	start  int64 // acknowledged offset: the oldest byte held
-	end    int64 // offset after the last appended byte
-	eof    int64 // where the stream ended, if hasEOF
-	hasEOF bool
+	capacity int
+	csize    int      // chunk size: chunk.Size, smaller only in tests
+	chunks   [][]byte // chunks[i] stores offsets [base+i*csize, base+(i+1)*csize)
+	base     int64    // offset stored at chunks[0][0], a multiple of csize
+	start    int64    // acknowledged offset: the oldest byte held
+	end      int64    // offset after the last appended byte
+	eof      int64    // where the stream ended, if hasEOF
+	hasEOF   bool
 }
 
-// New returns an empty Buffer holding at most capacity bytes. It panics
-// unless capacity > 0.
-func New(capacity int) *Buffer {
+// New returns an empty Buffer holding at most capacity bytes. It allocates
+// no storage until bytes arrive. It panics unless capacity > 0.
+func New(capacity int) *Buffer { return newBuffer(capacity, chunk.Size) }
+
+// newBuffer is New with chunks of csize bytes; chunks of any size other
+// than chunk.Size are allocated, not pooled.
+func newBuffer(capacity, csize int) *Buffer {
 	if capacity <= 0 {
 		panic("replay: New needs a positive capacity")
 	}
-	return &Buffer{r: make(ring, capacity)}
+	return &Buffer{capacity: capacity, csize: csize}
 }
 
 // Cap returns the capacity.
-func (b *Buffer) Cap() int { return len(b.r) }
+func (b *Buffer) Cap() int { return b.capacity }
 
 // Start returns the oldest offset still held, which is the acknowledged
 // offset.
@@ -37,7 +54,11 @@ func (b *Buffer) Len() int { return int(b.end - b.start) }
 
 // Room returns how many bytes Append would take now. While it is 0 the
 // producer should stop reading its source until an Ack frees space.
-func (b *Buffer) Room() int { return len(b.r) - b.Len() }
+func (b *Buffer) Room() int { return b.capacity - b.Len() }
+
+// Allocated returns the bytes of storage the Buffer holds now: whole
+// chunks, 0 when it is empty.
+func (b *Buffer) Allocated() int { return len(b.chunks) * b.csize }
 
 // Append copies as much of p as fits, at most Room() bytes, at End() and
 // returns how many bytes it took. It panics after CloseEOF.
@@ -49,9 +70,51 @@ func (b *Buffer) Append(p []byte) int {
 	if int64(len(p)) > math.MaxInt64-b.end {
 		panic("replay: stream offset overflows int64")
 	}
-	b.r.put(b.end, p)
-	b.end += int64(len(p))
-	return len(p)
+	n := len(p)
+	if n > 0 && len(b.chunks) == 0 {
+		b.base = b.end - b.end%int64(b.csize)
+	}
+	cs := int64(b.csize)
+	for len(p) > 0 {
+		rel := b.end - b.base
+		i := int(rel / cs)
+		if i == len(b.chunks) {
+			b.chunks = append(b.chunks, b.alloc())
+		}
+		c := copy(b.chunks[i][rel%cs:], p)
+		p = p[c:]
+		b.end += int64(c)
+	}
+	return n
+}
+
+// alloc takes a chunk of storage.
+func (b *Buffer) alloc() []byte {
+	if b.csize == chunk.Size {
+		return chunk.Get()[:]
+	}
+	return make([]byte, b.csize)
+}
+
+// release gives back every chunk whose bytes are all acknowledged: all of
+// them when the Buffer is empty.
+func (b *Buffer) release() {
+	k := len(b.chunks)
+	if b.start < b.end {
+		k = int((b.start - b.base) / int64(b.csize))
+	}
+	if k == 0 {
+		return
+	}
+	if b.csize == chunk.Size {
+		for _, c := range b.chunks[:k] {
+			chunk.Put((*[chunk.Size]byte)(c))
+		}
+	}
+	n := copy(b.chunks, b.chunks[k:])
+	clear(b.chunks[n:])
+	b.chunks = b.chunks[:n]
+	b.base += int64(k) * int64(b.csize)
 }
 
 // Ack frees every byte before off. Acknowledging Start() again is harmless.
@@ -65,13 +128,17 @@ func (b *Buffer) Ack(off int64) error {
 		return &AckError{Offset: off, Start: b.start, End: b.end, Err: ErrAckBeyond}
 	}
 	b.start = off
+	b.release()
 	return nil
 }
 
 // Slice returns the held bytes from off, at most max of them, without
-// copying, as at most two segments (a then b) because the storage wraps.
-// off == End() gives no bytes and no error. An off below Start() is a
-// *GapError, one beyond End() a *BeyondError: never a silent skip.
+// copying, as at most two segments (a then b), one per chunk of storage:
+// min(max, End()-off) bytes, or fewer when they span more than two chunks,
+// but never fewer than min(max, End()-off, chunk.Size). A reader sends what
+// it got and asks again. off == End() gives no bytes and no error. An off
+// below Start() is a *GapError, one beyond End() a *BeyondError: never a
+// silent skip.
 //
 // The views are valid only until the next Append or Ack: after that the
 // storage may hold other bytes. It panics if max is negative.
@@ -82,19 +149,38 @@ func (b *Buffer) Slice(off int64, max int) (x, y []byte, err error) {
 	if err := b.check(off); err != nil {
 		return nil, nil, err
 	}
-	x, y = b.r.view(off, int(min(int64(max), b.end-off)))
+	n := int(min(int64(max), b.end-off))
+	if n == 0 {
+		return nil, nil, nil
+	}
+	cs := int64(b.csize)
+	rel := off - b.base
+	i, j := int(rel/cs), int(rel%cs)
+	k := min(j+n, b.csize)
+	x = b.chunks[i][j:k:k]
+	if n -= k - j; n > 0 {
+		n = min(n, b.csize)
+		y = b.chunks[i+1][:n:n]
+	}
 	return x, y, nil
 }
 
 // CopyAt copies the held bytes from off into p, as many as fit, and returns
 // how many. Errors are those of Slice.
 func (b *Buffer) CopyAt(p []byte, off int64) (int, error) {
-	x, y, err := b.Slice(off, len(p))
-	if err != nil {
+	if err := b.check(off); err != nil {
 		return 0, err
 	}
-	n := copy(p, x)
-	return n + copy(p[n:], y), nil
+	n := 0
+	for n < len(p) {
+		x, y, _ := b.Slice(off+int64(n), len(p)-n)
+		if len(x) == 0 {
+			break
+		}
+		n += copy(p[n:], x)
+		n += copy(p[n:], y)
+	}
+	return n, nil
 }
 
 // check refuses offsets outside [Start(), End()].

@@ -14,8 +14,14 @@
 // the oldest bytes when full; a reader learns how much it missed from the
 // offset Slice returns.
 //
+// Memory tracks what is held, with the capacity as a ceiling: a Buffer
+// stores its bytes in fixed-size chunks from a shared pool (internal/chunk),
+// taken as bytes arrive and given back as soon as they are all acknowledged,
+// so an empty Buffer holds no storage whatever its capacity. A Ring grows its
+// storage as bytes arrive, up to its capacity.
+//
 // All offsets are absolute byte offsets from the start of the stream. Neither
 // type is safe for concurrent use (the owner holds a lock) and neither starts
-// goroutines. Each allocates its storage once; appending, acknowledging and
-// reading allocate nothing.
+// goroutines. In steady state appending, acknowledging and reading allocate
+// nothing: chunks given back are reused.
 package replay

@@ -3,29 +3,61 @@ package replay
 // Ring holds the most recent bytes of a lossy stream (stderr), at most its
 // capacity of them. Write always accepts everything and overwrites the oldest
 // bytes when full, so the writer never blocks. Not safe for concurrent use.
+//
+// Its storage grows as bytes arrive, at least doubling, from minRing bytes to the
+// capacity, so that a process that writes little to stderr holds little.
+// Nothing acknowledges stderr: once grown, the storage stays until the Ring
+// is dropped.
 type Ring struct {
-	r     ring  // capacity bytes, allocated once
-	start int64 // oldest offset held
-	end   int64 // offset after the last written byte
+	capacity int
+	r        ring  // storage, len(r) <= capacity; the bytes held fit in it
+	start    int64 // oldest offset held
+	end      int64 // offset after the last written byte
 }
 
-// NewRing returns an empty Ring holding at most capacity bytes. It panics
-// unless capacity > 0.
+// minRing is the first storage a Ring allocates.
+const minRing = 4 << 10
+
+// NewRing returns an empty Ring holding at most capacity bytes. It
+// allocates no storage until bytes arrive. It panics unless capacity > 0.
 func NewRing(capacity int) *Ring {
 	if capacity <= 0 {
 		panic("replay: NewRing needs a positive capacity")
 	}
-	return &Ring{r: make(ring, capacity)}
+	return &Ring{capacity: capacity}
 }
 
 // Cap returns the capacity.
-func (g *Ring) Cap() int { return len(g.r) }
+func (g *Ring) Cap() int { return g.capacity }
+
+// Allocated returns the bytes of storage the Ring holds now.
+func (g *Ring) Allocated() int { return len(g.r) }
+
+// grow makes the storage hold need bytes (at most the capacity), moving the
+// bytes held.
+func (g *Ring) grow(need int) {
+	r := make(ring, min(g.capacity, max(need, 2*len(g.r), minRing)))
+	if held := int(g.end - g.start); held > 0 {
+		a, b := g.r.view(g.start, held)
+		r.put(g.start, a)
+		r.put(g.start+int64(len(a)), b)
+	}
+	g.r = r
+}
 
 // Write appends p, dropping the oldest bytes if the Ring is full; if p is
 // longer than the capacity only its last capacity bytes are kept. It always
 // returns len(p), nil.
 func (g *Ring) Write(p []byte) (int, error) {
 	n := len(p)
+	if n == 0 {
+		return 0, nil
+	}
+	if need := int(min(g.end-g.start+int64(n), int64(g.capacity))); need > len(g.r) {
+		g.grow(need)
+	}
+	// While the storage is below the capacity, it holds every byte
+	// written: nothing is dropped before the Ring is full.
 	end := g.end + int64(n)
 	if n > len(g.r) {
 		p = p[n-len(g.r):]

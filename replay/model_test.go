@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/internal/chunk"
 )
 
 // This file checks Buffer and Ring against naive shadow models (a plain
@@ -79,7 +81,14 @@ func eq[T comparable](t testing.TB, what string, got, want T) {
 
 func runBuffer(t testing.TB, o ops) {
 	capacity := 1 + o.num()%4096
-	b := New(capacity)
+	// The chunk size: mostly small, so that views cross chunks often;
+	// sometimes the real one, with a capacity of up to three chunks.
+	csize := 1 + int(o.byte()%64)
+	if csize%8 == 0 {
+		csize = chunk.Size
+		capacity += o.num() * 6 // up to 3 chunks and a bit
+	}
+	b := newBuffer(capacity, csize)
 	scratch := make([]byte, 3*capacity)
 	var (
 		data         []byte // every byte ever appended: data[off] is offset off
@@ -121,8 +130,12 @@ func runBuffer(t testing.TB, o ops) {
 			off, n := o.pick(start, end()), o.num()%(2*capacity+1)
 			var x, y []byte
 			var err error
+			// A Slice stops at the end of the chunk after off's; a
+			// CopyAt copies all it can.
+			stop := int64(n)
 			if o.byte()&1 == 0 {
 				x, y, err = b.Slice(off, n)
+				stop = min(stop, 2*int64(csize)-off%int64(csize))
 			} else {
 				var got int
 				got, err = b.CopyAt(scratch[:n], off)
@@ -137,7 +150,7 @@ func runBuffer(t testing.TB, o ops) {
 				eq(t, "BeyondError", *errBeyond, BeyondError{Requested: off, End: end()})
 			default:
 				require.NoError(t, err)
-				views(t, x, y, data[off:off+min(int64(n), end()-off)])
+				views(t, x, y, data[off:off+min(stop, end()-off)])
 			}
 		case 4: // end of stream
 			b.CloseEOF()
@@ -151,6 +164,13 @@ func runBuffer(t testing.TB, o ops) {
 		eq(t, "Len", b.Len(), int(end()-start))
 		eq(t, "Room", b.Room(), capacity-int(end()-start))
 		eq(t, "Cap", b.Cap(), capacity)
+		// Storage tracks what is held: whole chunks from the one of
+		// Start to the one of End, none when empty.
+		held := 0
+		if start < end() {
+			held = int((end()-1)/int64(csize)-start/int64(csize)+1) * csize
+		}
+		eq(t, "Allocated", b.Allocated(), held)
 		off, ok := b.EOF()
 		eq(t, "EOF ok", ok, eof >= 0)
 		if ok {
@@ -191,6 +211,9 @@ func runRing(t testing.TB, o ops) {
 		eq(t, "End", g.End(), end)
 		eq(t, "Dropped", g.Dropped(), start)
 		eq(t, "Cap", g.Cap(), capacity)
+		if a := g.Allocated(); a > capacity || (end > 0) != (a > 0) || a < int(end-start) {
+			require.Failf(t, "Allocated", "%d bytes of storage for %d held, capacity %d", a, end-start, capacity)
+		}
 	}
 }
 
