@@ -5,11 +5,75 @@ package bridge
 import (
 	"fmt"
 	"io"
+	"os"
+	"syscall"
+
+	"github.com/procwire/procwire/internal/chunk"
 )
 
 // ioChunk bounds one read from stdout or stderr and one write to stdin, so
-// that credit and output flow in steps the server can batch.
-const ioChunk = 32 << 10
+// that credit and output flow in steps the server can batch. It is the size
+// of the pooled chunk the read or write borrows.
+const ioChunk = chunk.Size
+
+// pipeReader waits until a pipe is readable, then reads at most max (<=
+// ioChunk) bytes of it into a chunk borrowed from the pool only for that
+// read and passes them to use. A pump waiting on an idle pipe so holds no
+// buffer. One pump owns it; its method value is bound once, so a read
+// allocates nothing.
+type pipeReader struct {
+	f    *os.File
+	rc   syscall.RawConn
+	use  func([]byte)
+	max  int
+	n    int
+	err  error
+	read func(fd uintptr) bool // r.readFd
+}
+
+func newPipeReader(f *os.File, use func([]byte)) (*pipeReader, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	r := &pipeReader{f: f, rc: rc, use: use}
+	r.read = r.readFd
+	return r, nil
+}
+
+// next reads once. The end of the pipe is io.EOF; Destroy's Close ends the
+// wait with an error.
+func (r *pipeReader) next(max int) error {
+	r.max = max
+	if err := r.rc.Read(r.read); err != nil {
+		return err
+	}
+	switch {
+	case r.err != nil:
+		return &os.PathError{Op: "read", Path: r.f.Name(), Err: r.err}
+	case r.n == 0:
+		return io.EOF
+	}
+	return nil
+}
+
+func (r *pipeReader) readFd(fd uintptr) bool {
+	c := chunk.Get()
+	defer chunk.Put(c)
+	for {
+		r.n, r.err = syscall.Read(int(fd), c[:r.max])
+		if r.err != syscall.EINTR {
+			break
+		}
+	}
+	if r.err == syscall.EAGAIN {
+		return false // not ready: wait on the poller
+	}
+	if r.n > 0 {
+		r.use(c[:r.n])
+	}
+	return true
+}
 
 // testHookStdoutBlocked, when set before Start, is called by the stdout pump
 // each time it finds the buffer full and is about to wait for room.
@@ -19,7 +83,18 @@ var testHookStdoutBlocked func()
 // the buffer has room: with a full window the pipe fills and the child blocks.
 func (p *Process) pumpStdout() {
 	defer close(p.stdoutDone)
-	buf := make([]byte, ioChunk)
+	r, err := newPipeReader(p.stdoutR, func(b []byte) {
+		p.outMu.Lock()
+		// Only this pump appends, and acks only add room, so all fits.
+		if m := p.out.Append(b); m != len(b) {
+			panic(fmt.Sprintf("bridge: stdout buffer took %d of %d bytes with %d room", m, len(b), p.out.Room()+m))
+		}
+		p.outMu.Unlock()
+		p.changed()
+	})
+	if err != nil {
+		return // only a nil *os.File has none
+	}
 	for {
 		p.outMu.Lock()
 		for p.out.Room() == 0 && !p.outStop {
@@ -35,16 +110,10 @@ func (p *Process) pumpStdout() {
 		room := p.out.Room()
 		p.outMu.Unlock()
 
-		n, err := p.stdoutR.Read(buf[:min(ioChunk, room)])
-		if n > 0 || err == io.EOF {
+		err := r.next(min(ioChunk, room))
+		if err == io.EOF {
 			p.outMu.Lock()
-			// Only this pump appends, and acks only add room, so all fits.
-			if m := p.out.Append(buf[:n]); m != n {
-				panic(fmt.Sprintf("bridge: stdout buffer took %d of %d bytes with %d room", m, n, room))
-			}
-			if err == io.EOF {
-				p.out.CloseEOF()
-			}
+			p.out.CloseEOF()
 			p.outMu.Unlock()
 			p.changed()
 		}
@@ -59,18 +128,16 @@ func (p *Process) pumpStdout() {
 // for the consumer, so stderr never blocks the child.
 func (p *Process) pumpStderr() {
 	defer close(p.stderrDone)
-	buf := make([]byte, ioChunk)
-	for {
-		n, err := p.stderrR.Read(buf)
-		if n > 0 {
-			p.errMu.Lock()
-			_, _ = p.errRing.Write(buf[:n]) // never fails: overwrites the oldest
-			p.errMu.Unlock()
-			p.changed()
-		}
-		if err != nil {
-			return
-		}
+	r, err := newPipeReader(p.stderrR, func(b []byte) {
+		p.errMu.Lock()
+		_, _ = p.errRing.Write(b) // never fails: overwrites the oldest
+		p.errMu.Unlock()
+		p.changed()
+	})
+	if err != nil {
+		return // only a nil *os.File has none
+	}
+	for r.next(ioChunk) == nil {
 	}
 }
 
@@ -81,7 +148,6 @@ func (p *Process) pumpStderr() {
 func (p *Process) pumpStdin() {
 	defer close(p.stdinDone)
 	defer p.closeStdinW()
-	buf := make([]byte, ioChunk)
 	for {
 		p.inMu.Lock()
 		for p.inQ.len() == 0 && !p.inClosed && !p.inStop {
@@ -91,10 +157,14 @@ func (p *Process) pumpStdin() {
 			p.inMu.Unlock()
 			return
 		}
-		n := p.inQ.peek(buf)
+		// A chunk borrowed for this write only: a pump with nothing to
+		// write holds none.
+		buf := chunk.Get()
+		n := p.inQ.peek(buf[:])
 		p.inMu.Unlock()
 
 		w, err := p.stdinW.Write(buf[:n])
+		chunk.Put(buf)
 
 		p.inMu.Lock()
 		p.inQ.discard(w)

@@ -2,53 +2,62 @@
 
 package bridge
 
-// queue is a FIFO of bytes in a ring whose storage grows on demand up to the
-// caller's bound. Not safe for concurrent use.
+import (
+	"github.com/procwire/procwire/internal/chunk"
+	"github.com/procwire/procwire/replay"
+)
+
+// queueChunk is the granularity of a queue's storage.
+const queueChunk = chunk.Size
+
+// queue is a FIFO of bytes. Its storage is a replay.Buffer's pooled chunks,
+// taken as bytes are pushed and given back as they are discarded, so an
+// empty queue holds none whatever its bound. Not safe for concurrent use.
 type queue struct {
-	buf  []byte
-	head int // index of the oldest byte
-	n    int // bytes held
+	b *replay.Buffer // created by the first push, with that push's limit
 }
 
-func (q *queue) len() int { return q.n }
-
-// push appends p; q.n+len(p) must not exceed limit.
-func (q *queue) push(p []byte, limit int) {
-	if need := q.n + len(p); need > len(q.buf) {
-		q.grow(min(max(2*len(q.buf), need, 4<<10), limit), need)
+func (q *queue) len() int {
+	if q.b == nil {
+		return 0
 	}
-	tail := (q.head + q.n) % len(q.buf)
-	c := copy(q.buf[tail:], p)
-	copy(q.buf, p[c:])
-	q.n += len(p)
+	return q.b.Len()
 }
 
-// grow moves the bytes held to new storage of size max(size, need).
-func (q *queue) grow(size, need int) {
-	nb := make([]byte, max(size, need))
-	q.peek(nb)
-	q.buf, q.head = nb, 0
+// push appends p; q.len()+len(p) must not exceed limit, which must be the
+// same on every call.
+func (q *queue) push(p []byte, limit int) {
+	if q.b == nil {
+		q.b = replay.New(limit)
+	}
+	if n := q.b.Append(p); n != len(p) {
+		panic("bridge: stdin queue pushed past its limit")
+	}
 }
 
 // peek copies up to len(p) of the oldest bytes into p without removing them.
 func (q *queue) peek(p []byte) int {
-	if q.n == 0 {
+	if q.b == nil {
 		return 0
 	}
-	end := min(q.head+q.n, len(q.buf))
-	c := copy(p, q.buf[q.head:end])
-	if c < len(p) && c < q.n {
-		c += copy(p[c:], q.buf[:q.n-c])
-	}
-	return c
+	n, _ := q.b.CopyAt(p, q.b.Start()) // Start is always held
+	return n
 }
 
 // discard removes the n oldest bytes.
 func (q *queue) discard(n int) {
-	q.n -= n
-	if q.n == 0 {
-		q.head = 0
+	if n == 0 {
 		return
 	}
-	q.head = (q.head + n) % len(q.buf)
+	if err := q.b.Ack(q.b.Start() + int64(n)); err != nil {
+		panic("bridge: stdin queue discards more than it holds")
+	}
+}
+
+// allocated returns the bytes of storage the queue holds.
+func (q *queue) allocated() int {
+	if q.b == nil {
+		return 0
+	}
+	return q.b.Allocated()
 }
