@@ -37,6 +37,12 @@ const (
 	DefaultMaxFrameData    = 64 << 10
 	DefaultMaxProcesses    = 1024
 	DefaultFirstFrame      = 30 * time.Second
+
+	// DefaultMaxMemoryShare: MaxMemory defaults to the machine's memory
+	// (MemTotal) divided by this; DefaultMaxMemoryFallback when MemTotal
+	// cannot be read.
+	DefaultMaxMemoryShare    = 4
+	DefaultMaxMemoryFallback = 1 << 30
 )
 
 // Window bounds of wire v1 (PROTOCOL.md §3, open).
@@ -126,6 +132,25 @@ type Config struct {
 	// open beyond it is refused with SandboxCapabilityUnavailable
 	// {requirement: "resources"} (default DefaultMaxProcesses).
 	MaxProcesses int
+
+	// MaxMemory bounds, in bytes, what the server promises: the windows
+	// granted to the processes it holds (each process's stdout window,
+	// stdin window and stderr ring, the most its buffers can take) plus
+	// the bytes of the first frames being read. An open whose windows do
+	// not fit is refused with SandboxCapabilityUnavailable{requirement:
+	// "resources"}, and so is a first frame whose bytes do not fit, as
+	// they arrive (the connection then closes normally). Buffers take
+	// memory only as bytes arrive, so a server's memory is usually far
+	// below it. Default: a quarter of the machine's memory
+	// (DefaultMaxMemoryShare); it must fit at least one process with the
+	// default windows.
+	MaxMemory int64
+
+	// MaxConnections bounds the WebSocket connections served at once;
+	// an upgrade beyond it is answered 503 before the upgrade (default
+	// 2 × MaxProcesses + 64: every process attached, and as many again
+	// opening, resuming or destroying).
+	MaxConnections int
 
 	// Logger receives connection and process events; nil discards them.
 	// Every refusal is logged at Info with its reason. Tokens are never
@@ -239,6 +264,18 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxProcesses < 0 {
 		return c, fmt.Errorf("server: MaxProcesses is negative (%d)", c.MaxProcesses)
+	}
+	if c.MaxMemory == 0 {
+		c.MaxMemory = defaultMaxMemory()
+	}
+	if least := processCost(c.StdoutWindow, c.StdinWindow, c.StderrRing); c.MaxMemory < least {
+		return c, fmt.Errorf("server: MaxMemory %d below one process's default windows (%d)", c.MaxMemory, least)
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = 2*c.MaxProcesses + 64
+	}
+	if c.MaxConnections < 0 {
+		return c, fmt.Errorf("server: MaxConnections is negative (%d)", c.MaxConnections)
 	}
 	return c, nil
 }

@@ -334,15 +334,24 @@ func (c *conn) first() (st closeStatus, attached bool) {
 	c.ws.SetReadLimit(frames.MaxFirstLine)
 	c.dec.MaxLine = frames.MaxFirstLine
 	// A peer that connects and says nothing does not hold a connection
-	// (and its first-frame read limit) for ever.
+	// (and its first-frame read limit) for ever, nor a shutdown.
 	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.FirstFrameTimeout)
-	f, st, ok := c.readFrame(ctx)
+	stopped := c.cancelOnStop(cancel)
+	f, st, ok, release := c.readFirstFrame(ctx)
+	defer release() // the frame's bytes count until it is served
+	wasStopped := stopped()
 	timedOut := ctx.Err() != nil && c.ctx.Err() == nil
 	cancel()
-	if timedOut {
+	switch {
+	case wasStopped && !ok:
+		// Shutdown came while the peer had not said what it wants:
+		// there is nothing to answer, and a peer that says nothing may
+		// not read either, so no close handshake is waited for.
+		c.status.abrupt = true
+		return c.status, false
+	case timedOut && !ok:
 		return closeStatus{code: websocket.StatusPolicyViolation, reason: "no first frame in time", abrupt: true}, false
-	}
-	if !ok {
+	case !ok:
 		return st, false
 	}
 	c.ws.SetReadLimit(frames.MaxLine)
@@ -364,6 +373,28 @@ func (c *conn) first() (st closeStatus, attached bool) {
 		return c.srv.destroyFirst(c, f), false
 	}
 	return protocolError("first frame must be open, resume or destroy, not %s", f.Type()), false
+}
+
+// cancelOnStop calls cancel when closeWith is called, until the returned
+// stopped is called; stopped reports whether closeWith came first. It is
+// for the handler goroutine before the writer starts, so that a shutdown
+// ends its waits at once.
+func (c *conn) cancelOnStop(cancel context.CancelFunc) (stopped func() bool) {
+	done := make(chan struct{})
+	watched := make(chan bool, 1)
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+			watched <- true
+		case <-done:
+			watched <- false
+		}
+	}()
+	return func() bool {
+		close(done)
+		return <-watched
+	}
 }
 
 // readLoop serves the frames of an attached session until the connection

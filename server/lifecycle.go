@@ -129,6 +129,15 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		ExitWait:     cfg.ExitWait,
 		DestroyWait:  cfg.DestroyWait,
 	}
+	cost := processCost(bcfg.StdoutWindow, bcfg.StdinWindow, bcfg.StderrRing)
+	if !s.budget.take(cost) {
+		s.mu.Lock()
+		delete(s.instances, f.InstanceID)
+		delete(s.opening, f.InstanceID)
+		s.mu.Unlock()
+		s.log.Info("open refused", "instance", f.InstanceID, "reason", "memory budget", "windows", cost)
+		return c.refuse(resourcesError(opOpen, "the process's windows do not fit the server's memory budget")), false
+	}
 	req := bridge.Request{
 		Executable:       f.Request.Executable,
 		Arguments:        f.Request.Arguments,
@@ -137,6 +146,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 	}
 	p, err := cfg.Executor.Start(c.ctx, req, bcfg)
 	if err != nil {
+		s.budget.give(cost)
 		s.mu.Lock()
 		delete(s.instances, f.InstanceID)
 		delete(s.opening, f.InstanceID)
@@ -168,6 +178,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		stdoutWindow: bcfg.StdoutWindow,
 		stdinWindow:  bcfg.StdinWindow,
 		stderrRing:   bcfg.StderrRing,
+		cost:         cost,
 		gone:         make(chan struct{}),
 		pumpDone:     make(chan struct{}),
 		attached:     c,
@@ -196,6 +207,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		if err := p.Destroy(); err != nil {
 			s.log.Error("destroy process", "err", err)
 		}
+		s.budget.give(cost)
 		if closing {
 			return c.refuse(shutdownError(opOpen)), false
 		}
@@ -504,6 +516,7 @@ func (s *Server) retire(se *session, by *conn, expired bool) {
 	if err := se.p.Destroy(); err != nil {
 		se.log.Error("destroy process", "err", err)
 	}
+	s.budget.give(se.cost)
 	s.m.processRetired(expired, time.Since(start))
 	ts := &tombstone{id: se.id, token: se.token, instanceID: se.instanceID, openKey: se.openKey,
 		expired: expired, exit: se.exitFrame(), at: s.now()}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -28,6 +29,8 @@ type Server struct {
 	m          *metrics          // nil without Config.Registerer
 	tokenSum   [sha256.Size]byte // sha256 of cfg.Token, for a constant-time compare
 	acceptOpts websocket.AcceptOptions
+	budget     *budget      // Config.MaxMemory
+	upgrades   atomic.Int64 // requests in ServeHTTP past the auth checks, for MaxConnections
 
 	// wg counts session pumps and armed grace timers; connWG counts
 	// connections being served. Both are only added to while !closing.
@@ -81,6 +84,7 @@ func New(cfg Config) (*Server, error) {
 			OriginPatterns:  c.OriginPatterns,
 			CompressionMode: websocket.CompressionDisabled,
 		},
+		budget:    newBudget(c.MaxMemory),
 		conns:     make(map[*conn]struct{}),
 		sessions:  make(map[string]*session),
 		instances: make(map[string]*session),
@@ -125,6 +129,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuseHTTP(w, log, http.StatusServiceUnavailable, refuseShutdown, "server shutting down")
 		return
 	}
+	if s.upgrades.Add(1) > int64(s.cfg.MaxConnections) {
+		s.upgrades.Add(-1)
+		http.Error(w, "the server serves its MaxConnections connections", http.StatusServiceUnavailable)
+		s.log.Info("connection refused", "remote", r.RemoteAddr, "reason", "MaxConnections")
+		return
+	}
+	defer s.upgrades.Add(-1)
 	opts := s.acceptOpts
 	rec := &statusRecorder{ResponseWriter: w}
 	ws, err := websocket.Accept(rec, r, &opts)
@@ -328,6 +339,7 @@ func (s *Server) Close() error {
 type Stats struct {
 	Connections int            // connections being served
 	Tombstones  int            // destroyed or expired processes remembered
+	Memory      int64          // bytes promised against Config.MaxMemory: granted windows and first frames being read
 	Processes   []ProcessStats // live processes, in no particular order
 }
 
@@ -345,6 +357,7 @@ type ProcessStats struct {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	st := Stats{Connections: len(s.conns), Tombstones: len(s.tombs)}
+	st.Memory, _ = s.budget.usage()
 	sessions := make([]*session, 0, len(s.sessions))
 	for _, se := range s.sessions {
 		sessions = append(sessions, se)

@@ -48,6 +48,7 @@ type session struct {
 	stdoutWindow int
 	stdinWindow  int
 	stderrRing   int
+	cost         int64 // taken from the memory budget from open to retire
 
 	gone     chan struct{} // closed once the session is retired
 	tomb     *tombstone    // set before gone is closed

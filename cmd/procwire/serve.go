@@ -57,6 +57,11 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	fs.Var(intRange{&cfg.StderrRing, 1, 1 << 30}, "stderr-ring", "stderr ring per process in `bytes`")
 	fs.Var(durationFlag{d: &cfg.Heartbeat, negative: "no heartbeat"}, "heartbeat", "ping interval and pong deadline (negative: none)")
 	fs.Var(intRange{&cfg.MaxProcesses, 1, 1 << 30}, "max-processes", "most processes held at once, live or detached")
+	var maxMemory int
+	fs.Var(intRange{&maxMemory, 1, 1 << 62}, "max-memory", "`bytes` the windows of the processes held and the first frames being read may promise (default a quarter of the machine's memory)")
+	fs.Var(intRange{&cfg.MaxStdoutWindow, 1 << 10, 1 << 30}, "max-stdout-window", "largest stdout window an open may ask for, in `bytes` (default 64 MiB, or --stdout-window if larger)")
+	fs.Var(intRange{&cfg.MaxStdinWindow, 1 << 10, 1 << 30}, "max-stdin-window", "largest stdin window an open may ask for, in `bytes` (default 16 MiB, or --stdin-window if larger)")
+	fs.Var(intRange{&cfg.MaxConnections, 1, 1 << 30}, "max-connections", "most connections served at once (default 2 × max-processes + 64)")
 	logLevel := fs.String("log-level", "info", "log at `level` debug, info, warn or error")
 	ops := addOpsFlags(fs)
 	pos, _, status, ok := parse(c, fs, args, -1, io, 2)
@@ -103,6 +108,7 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	}
 	log := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level}))
 	cfg.Token, cfg.Logger = token, log
+	cfg.MaxMemory = int64(maxMemory)
 	reg := ops.configure(&cfg)
 	srv, err := server.New(cfg)
 	if err != nil {

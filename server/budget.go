@@ -1,0 +1,216 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/coder/websocket"
+
+	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/chunk"
+)
+
+// budget is the memory the server has promised (Config.MaxMemory): the
+// windows granted to the processes it holds (stdout window + stdin window +
+// stderr ring each, the most their buffers can take) plus the bytes of the
+// first frames being read. A promise that would exceed it is refused, never
+// waited for, so nothing can deadlock on it. Safe for concurrent use.
+type budget struct {
+	limit int64
+
+	mu   sync.Mutex
+	used int64
+	peak int64 // the most ever used, for tests
+
+	// bigFirst bounds the first frames read past firstSmall bytes at once,
+	// so that a few big ones complete instead of all starving each other.
+	bigFirst chan struct{}
+}
+
+// firstSmall is how much of a first frame is read without a bigFirst slot:
+// an open with a few arguments fits.
+const firstSmall = 2 * chunk.Size
+
+func newBudget(limit int64) *budget {
+	// Half the budget for big first frames: the decoded values of a frame
+	// (its strings) take up to its size again while it is decoded.
+	slots := max(1, limit/(2*frames.MaxFirstLine))
+	return &budget{limit: limit, bigFirst: make(chan struct{}, slots)}
+}
+
+// take promises n more bytes, or reports false when they do not fit.
+func (b *budget) take(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n > b.limit-b.used {
+		return false
+	}
+	b.used += n
+	b.peak = max(b.peak, b.used)
+	return true
+}
+
+// give releases n bytes promised by take.
+func (b *budget) give(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	if b.used < 0 {
+		panic("server: memory budget released more than it promised")
+	}
+}
+
+// usage returns the bytes promised now and the most ever promised.
+func (b *budget) usage() (used, peak int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used, b.peak
+}
+
+// processCost is what a process's buffers may hold at most: the budget it
+// takes from open to destroy.
+func processCost(stdoutWindow, stdinWindow, stderrRing int) int64 {
+	return int64(stdoutWindow) + int64(stdinWindow) + int64(stderrRing)
+}
+
+// resourcesError answers a first frame that the server's memory budget or
+// connection bound cannot take.
+func resourcesError(op, message string) *frames.Error {
+	return &frames.Error{Code: frames.CapabilityUnavailable, Operation: op, Requirement: "resources", Message: message}
+}
+
+// errBudget ends the read of a first frame whose bytes the budget cannot
+// take.
+var errBudget = errors.New("server: first frame over the memory budget")
+
+// firstMessage is a first frame's bytes as they arrive, in pooled chunks,
+// each counted against the budget; held is what it has taken.
+type firstMessage struct {
+	b      *budget
+	chunks []*[chunk.Size]byte
+	n      int
+	held   int64
+	big    bool // holds a bigFirst slot
+}
+
+// read reads the message from r, taking a chunk (and a bigFirst slot past
+// firstSmall bytes) as bytes arrive.
+func (m *firstMessage) read(ctx context.Context, r io.Reader) error {
+	for {
+		if m.n == len(m.chunks)*chunk.Size {
+			if !m.big && m.n >= firstSmall {
+				select {
+				case m.b.bigFirst <- struct{}{}:
+					m.big = true
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			if !m.b.take(chunk.Size) {
+				return errBudget
+			}
+			m.held += chunk.Size
+			m.chunks = append(m.chunks, chunk.Get())
+		}
+		c := m.chunks[len(m.chunks)-1]
+		k, err := r.Read(c[m.n%chunk.Size:])
+		m.n += k
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// bytes returns the message as one slice of exactly its size: its only
+// chunk, or a copy whose bytes replace the chunks as they are copied, so
+// that the message is held about once.
+func (m *firstMessage) bytes() []byte {
+	if len(m.chunks) == 1 {
+		return m.chunks[0][:m.n]
+	}
+	buf := make([]byte, m.n)
+	for i, c := range m.chunks {
+		copy(buf[i*chunk.Size:], c[:])
+		chunk.Put(c)
+		m.chunks[i] = nil
+	}
+	m.chunks = m.chunks[:0]
+	return buf
+}
+
+// release gives back the chunks, the budget and the slot.
+func (m *firstMessage) release() {
+	for _, c := range m.chunks {
+		chunk.Put(c)
+	}
+	m.chunks = nil
+	m.b.give(m.held)
+	m.held = 0
+	if m.big {
+		<-m.b.bigFirst
+		m.big = false
+	}
+}
+
+// readFirstFrame reads and decodes a connection's first frame, its bytes
+// counted against the memory budget until release is called (after the
+// frame is served: its decoded values live until then). A frame the budget
+// cannot take is answered SandboxCapabilityUnavailable{requirement:
+// "resources"} and the connection closes normally.
+func (c *conn) readFirstFrame(ctx context.Context) (f frames.Frame, st closeStatus, ok bool, release func()) {
+	m := &firstMessage{b: c.srv.budget}
+	release = m.release
+	typ, r, err := c.ws.Reader(ctx)
+	if err != nil {
+		return nil, readFailure(err), false, release
+	}
+	switch err := m.read(ctx, r); {
+	case errors.Is(err, errBudget):
+		m.release()
+		c.srv.log.Info("first frame refused", "remote", c.remote, "reason", "memory budget", "read", m.n)
+		return nil, c.refuse(resourcesError("", "the first frame does not fit the server's memory budget")), false, release
+	case err != nil:
+		return nil, readFailure(err), false, release
+	}
+	if typ != websocket.MessageText {
+		return nil, protocolError("frames are text messages, got a binary one"), false, release
+	}
+	f, err = c.dec.Decode(m.bytes())
+	if err != nil {
+		code := websocket.StatusInvalidFramePayloadData
+		if errors.Is(err, frames.ErrLineTooLong) {
+			code = websocket.StatusMessageTooBig
+		}
+		return nil, closeStatus{code: code, reason: truncate(err.Error(), 123)}, false, release
+	}
+	return f, closeStatus{}, true, release
+}
+
+// defaultMaxMemory is DefaultMaxMemoryShare of the machine's memory
+// (MemTotal in /proc/meminfo), or DefaultMaxMemoryFallback when it cannot
+// be read.
+func defaultMaxMemory() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return DefaultMaxMemoryFallback
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil && kb > 0 {
+					return kb << 10 / DefaultMaxMemoryShare
+				}
+			}
+		}
+	}
+	return DefaultMaxMemoryFallback
+}
