@@ -162,7 +162,8 @@ func (m *firstMessage) release() {
 
 // readFirstFrame reads and decodes a connection's first frame, its bytes
 // counted against the memory budget until release is called (after the
-// frame is served: its decoded values live until then). A frame the budget
+// frame is served: its decoded values live until then); release is
+// idempotent. A frame the budget
 // cannot take is answered SandboxCapabilityUnavailable{requirement:
 // "resources"} and the connection closes normally.
 func (c *conn) readFirstFrame(ctx context.Context) (f frames.Frame, st closeStatus, ok bool, release func()) {
@@ -190,6 +191,11 @@ func (c *conn) readFirstFrame(ctx context.Context) (f frames.Frame, st closeStat
 			code = websocket.StatusMessageTooBig
 		}
 		return nil, closeStatus{code: code, reason: truncate(err.Error(), 123)}, false, release
+	}
+	if m.n <= firstSmall {
+		// A small frame's values are small: its chunk goes back now, so
+		// that the open it carries is measured against its windows alone.
+		m.release()
 	}
 	return f, closeStatus{}, true, release
 }
