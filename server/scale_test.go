@@ -229,7 +229,7 @@ func TestFirstFramesWithinBudget(t *testing.T) {
 			t.Errorf("connection %d: %v", i, f)
 		}
 	}
-	t.Logf("%d of 4 opened, the others refused", opened)
+	t.Logf("%d of 4 opened, %d refused", opened, 4-opened)
 	require.Positive(t, opened, "the budget serves big first frames one after another")
 	used, _ := h.srv.budget.usage()
 	require.Equal(t, int64(opened)*processCost(64<<10, 64<<10, 4<<10), used, "first frames give their bytes back")
