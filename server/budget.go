@@ -176,7 +176,6 @@ func (c *conn) readFirstFrame(ctx context.Context) (f frames.Frame, st closeStat
 	switch err := m.read(ctx, r); {
 	case errors.Is(err, errBudget):
 		m.release()
-		c.srv.log.Info("first frame refused", "remote", c.remote, "reason", "memory budget", "read", m.n)
 		return nil, c.refuse(resourcesError("", "the first frame does not fit the server's memory budget")), false, release
 	case err != nil:
 		return nil, readFailure(err), false, release

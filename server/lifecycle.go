@@ -135,7 +135,6 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		delete(s.instances, f.InstanceID)
 		delete(s.opening, f.InstanceID)
 		s.mu.Unlock()
-		s.log.Info("open refused", "instance", f.InstanceID, "reason", "memory budget", "windows", cost)
 		return c.refuse(resourcesError(opOpen, "the process's windows do not fit the server's memory budget")), false
 	}
 	req := bridge.Request{

@@ -19,6 +19,7 @@ const (
 	refuseShutdown     = "server_shutdown"  // the server is shutting down
 	refuseSubprotocol  = "no_subprotocol"   // procwire.v1 not negotiated (1002)
 	refuseRouting      = "routing_mismatch" // routing header against the first frame (1002)
+	refuseConnections  = "max_connections"  // Config.MaxConnections reached (503)
 )
 
 // metrics are a Server's Prometheus instruments. A nil *metrics (no

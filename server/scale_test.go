@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
-	"runtime/metrics"
+	rtmetrics "runtime/metrics"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,8 +37,8 @@ func skipHeavy(t *testing.T) {
 func heapObjects() int64 {
 	runtime.GC()
 	runtime.GC()
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
+	s := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	rtmetrics.Read(s)
 	return int64(s[0].Value.Uint64())
 }
 

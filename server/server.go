@@ -131,8 +131,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.upgrades.Add(1) > int64(s.cfg.MaxConnections) {
 		s.upgrades.Add(-1)
-		http.Error(w, "the server serves its MaxConnections connections", http.StatusServiceUnavailable)
-		s.log.Info("connection refused", "remote", r.RemoteAddr, "reason", "MaxConnections")
+		s.refuseHTTP(w, log, http.StatusServiceUnavailable, refuseConnections, "the server serves its MaxConnections connections")
 		return
 	}
 	defer s.upgrades.Add(-1)
