@@ -1,1 +1,6 @@
+// @procwire/client: one remote process's stdio as Web Streams over procwire.v1.
 export * from "./frames.js";
+export * from "./errors.js";
+export { openProcess } from "./client.js";
+export type { OpenOptions, ProcessHandle, Exit, SignalName, Progress } from "./client.js";
+export type { WebSocketClass } from "./transport.js";

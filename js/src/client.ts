@@ -1,0 +1,1110 @@
+// openProcess: one remote process's stdio as Web Streams, with
+// reconnection, resume, credit and acknowledgement hidden from the caller.
+// The behaviour follows the Go client (client/): the same limits, the same
+// evidence checks, the same ends of a handle.
+
+import {
+  CLIENT_FRAMES,
+  DecodeError,
+  EVIDENCE_FIELDS,
+  MAX_DATA,
+  MAX_LINE,
+  MAX_WINDOW,
+  MIN_WINDOW,
+  SIGNALS,
+  WIRE_REVISION,
+  argumentsDigest,
+  decode,
+  encode,
+  validate,
+  type Evidence,
+  type ExitFrame,
+  type Frame,
+  type Int,
+  type OpenFrame,
+  type OpenedFrame,
+  type ProcessRequest,
+  type ResumedFrame,
+} from "./frames.js";
+import {
+  ConnectionLost,
+  Destroyed,
+  ProcwireError,
+  SandboxError,
+  SandboxProtocolInvalid,
+  processGone,
+  protocolError,
+  sandboxError,
+} from "./errors.js";
+import { dial, isWsClass, webSocketClass, type CloseInfo, type Transport, type WebSocketClass } from "./transport.js";
+
+/** Options of openProcess. Every field is optional. */
+export interface OpenOptions {
+  /** Bearer token for the upgrade's Authorization header. */
+  token?: string;
+  /** More HTTP headers for every upgrade (ws only). */
+  headers?: Record<string, string>;
+  /** The WebSocket class: default `ws` on Node, globalThis.WebSocket elsewhere. */
+  WebSocket?: WebSocketClass;
+  /** Requested stdout window in bytes (1,024 ..= 1,073,741,824); default the server's. */
+  stdoutWindow?: number;
+  /** Requested stdin window in bytes, same range; default the server's. */
+  stdinWindow?: number;
+  /** Most stderr bytes held unread; default the server's stderr_window. */
+  stderrBuffer?: number;
+  /** First reconnection delay in ms (default 50); it doubles up to reconnectMax. */
+  reconnectMin?: number;
+  /** Longest reconnection delay in ms (default 2,000). */
+  reconnectMax?: number;
+  /** Bound on opening (dial and answer) in ms (default 30,000). */
+  openTimeout?: number;
+  /** Bound on destroy() in ms (default 30,000). */
+  destroyTimeout?: number;
+  /** Aborts the open. */
+  signal?: AbortSignal;
+}
+
+/** How the process ended: exactly one of code and signal is set. */
+export type Exit = { readonly code: number; readonly signal?: undefined } | { readonly code?: undefined; readonly signal: string };
+
+/** A signal a client may send. */
+export type SignalName = "SIGINT" | "SIGTERM" | "SIGKILL";
+
+/** Byte counts of a handle, for diagnostics and tests. */
+export interface Progress {
+  /** stdout bytes received from the server. */
+  stdoutReceived: number;
+  /** stdout bytes handed to the reader of `output`. */
+  stdoutRead: number;
+  /** stderr offset after the last byte received. */
+  stderrReceived: number;
+  /** stdin bytes accepted from `input`. */
+  stdinWritten: number;
+  /** stdin bytes the server confirmed (credit.stdin_received). */
+  stdinReceived: number;
+  /** Connections attached so far (1 + resumes). */
+  connections: number;
+}
+
+/** The contract's openProcess handle. */
+export interface ProcessHandle {
+  /** The server's process id. */
+  readonly processId: string;
+  /** The server-authored evidence, checked against the request at open and on every resume. */
+  readonly evidence: Readonly<Evidence>;
+  /** The child's stdin: close() is the half-close, abort() destroys. */
+  readonly input: WritableStream<Uint8Array>;
+  /** The child's stdout: lossless, with a real EOF; reading it is what lets the child write more. */
+  readonly output: ReadableStream<Uint8Array>;
+  /** The child's stderr: bounded, best effort; ends after the exit. */
+  readonly error: ReadableStream<Uint8Array>;
+  /** Settles once with the exit; the same promise (and object) every time. */
+  wait(): Promise<Exit>;
+  /** Sends a signal to the child's process group: true if delivered, false if it had exited. */
+  signal(name: SignalName): Promise<boolean>;
+  /** Destroys the process; idempotent (the same promise every time) and bounded. */
+  destroy(): Promise<void>;
+  /** stderr bytes dropped by the server's ring or the local bound. */
+  errorDropped(): number;
+  /** Byte counts so far. */
+  progress(): Progress;
+}
+
+const DEFAULT_RECONNECT_MIN = 50;
+const DEFAULT_RECONNECT_MAX = 2000;
+const DEFAULT_OPEN_TIMEOUT = 30_000;
+const DEFAULT_DESTROY_TIMEOUT = 30_000;
+const AUTO_DESTROY_TIMEOUT = 10_000;
+const STDIN_CHUNK = 64 * 1024;
+
+/**
+ * Opens a process on a procwire server and returns its handle once the
+ * server answered `opened` and its evidence matched the request.
+ */
+export async function openProcess(url: string, instanceId: string, request: ProcessRequest, options: OpenOptions = {}): Promise<ProcessHandle> {
+  for (const [name, v] of [["stdoutWindow", options.stdoutWindow], ["stdinWindow", options.stdinWindow]] as const) {
+    if (v !== undefined && (!Number.isInteger(v) || v < MIN_WINDOW || v > MAX_WINDOW)) {
+      throw new RangeError(`procwire: options.${name} ${v} outside ${MIN_WINDOW}..${MAX_WINDOW}`);
+    }
+  }
+  const rmin = options.reconnectMin ?? DEFAULT_RECONNECT_MIN;
+  const rmax = options.reconnectMax ?? Math.max(DEFAULT_RECONNECT_MAX, rmin);
+  if (rmin < 0 || rmax < rmin || (options.stderrBuffer ?? 0) < 0) throw new RangeError("procwire: bad reconnect or stderr options");
+  const open: OpenFrame = {
+    type: "open",
+    instance_id: instanceId,
+    request: {
+      executable: request.executable,
+      arguments: [...request.arguments],
+      working_directory: request.working_directory,
+      environment: { ...request.environment },
+    },
+    stdout_window: options.stdoutWindow,
+    stdin_window: options.stdinWindow,
+  };
+  const bad = validate(open);
+  if (bad) throw bad;
+  const C = await webSocketClass(options.WebSocket);
+  const p = new Proc(url, open, options, C, rmin, rmax, await argumentsDigest(open.request.arguments));
+  await p.open();
+  return p.handle();
+}
+
+// ByteQueue holds bytes in order, from the absolute offset start.
+class ByteQueue {
+  private chunks: Uint8Array[] = [];
+  private head = 0; // bytes of chunks[0] already taken
+  private size = 0;
+  private tail: Uint8Array | undefined; // backing store of the last chunk while it can grow
+  private tailUsed = 0;
+  start = 0;
+
+  get length(): number {
+    return this.size;
+  }
+  end(): number {
+    return this.start + this.size;
+  }
+  push(b: Uint8Array): void {
+    if (b.length === 0) return;
+    this.tail = undefined;
+    this.chunks.push(b);
+    this.size += b.length;
+  }
+  // pushCopy copies b, coalescing small writes into one buffer.
+  pushCopy(b: Uint8Array): void {
+    const last = this.chunks.length - 1;
+    if (this.tail && last >= 0 && this.tailUsed + b.length <= this.tail.length) {
+      const from = this.chunks[last]!.byteOffset - this.tail.byteOffset;
+      this.tail.set(b, this.tailUsed);
+      this.tailUsed += b.length;
+      this.chunks[last] = this.tail.subarray(from, this.tailUsed);
+      this.size += b.length;
+      return;
+    }
+    if (b.length < STDIN_CHUNK / 4) {
+      const tail = new Uint8Array(STDIN_CHUNK);
+      tail.set(b);
+      this.push(tail.subarray(0, b.length));
+      this.tail = tail;
+      this.tailUsed = b.length;
+      return;
+    }
+    this.push(b.slice());
+  }
+  private shift(): void {
+    this.chunks.shift();
+    this.head = 0;
+    if (this.chunks.length === 0) this.tail = undefined;
+  }
+  // take removes and returns up to max bytes from the front.
+  take(max: number): Uint8Array {
+    const c = this.chunks[0]!;
+    const n = Math.min(max, c.length - this.head);
+    const out = c.subarray(this.head, this.head + n);
+    this.head += n;
+    if (this.head === c.length) this.shift();
+    this.size -= n;
+    this.start += n;
+    return out;
+  }
+  // from returns up to max bytes at offset off, within one chunk.
+  from(off: number, max: number): Uint8Array {
+    let skip = off - this.start + this.head;
+    for (const c of this.chunks) {
+      if (skip < c.length) return c.subarray(skip, Math.min(c.length, skip + max));
+      skip -= c.length;
+    }
+    return new Uint8Array(0);
+  }
+  discard(off: number): void {
+    let n = off - this.start;
+    while (n > 0) {
+      const c = this.chunks[0]!;
+      const k = Math.min(n, c.length - this.head);
+      this.head += k;
+      this.size -= k;
+      this.start += k;
+      n -= k;
+      if (this.head === c.length) this.shift();
+    }
+  }
+}
+
+// Conn is one attached connection and what was sent on it.
+class Conn {
+  stdinSent = 0;
+  closeSent = false;
+  ackSent = 0;
+  sigSent = 0;
+  destroySent = false;
+  closed = false;
+  pingOut = false;
+  timer: ReturnType<typeof setInterval> | undefined;
+  flushing = false;
+  constructor(readonly t: Transport) {}
+}
+
+interface PendingSignal {
+  id: number;
+  sig: string;
+  resolve: (delivered: boolean) => void;
+  reject: (e: Error) => void;
+}
+
+class Stop extends Error {}
+
+// num turns a wire integer into a number, refusing one past 2^53.
+function num(v: Int, field: string): number {
+  if (typeof v === "bigint") throw protocolError(field, `${v} is beyond what this client counts`);
+  return v;
+}
+
+function jitter(cur: number): number {
+  return cur / 2 + Math.random() * (cur / 2);
+}
+
+class Proc {
+  id = "";
+  token = "";
+  evidence!: Evidence;
+  grace = 0;
+  heartbeat = 0;
+  maxData = MAX_DATA;
+  stdinWindow = 0;
+  errCap = 0;
+
+  conn: Conn | null = null;
+  connections = 0;
+
+  // stdout
+  outWindow = 0;
+  outReceived = 0;
+  outConsumed = 0;
+  outLimit = 0;
+  outQ = new ByteQueue();
+  outEOF: number | undefined;
+  outCancelled = false;
+  ackTo = 0;
+
+  // stderr
+  errQ = new ByteQueue();
+  errRecv = 0;
+  errDropped = 0;
+
+  // stdin
+  inBuf = new ByteQueue(); // from the server's stdin_received to what was written
+  inSent = 0;
+  inClosed = false;
+  closeSent = false;
+  stdinLimit = 0;
+
+  exit: Exit | undefined;
+  exitPromise: Promise<Exit>;
+  private exitResolve!: (e: Exit) => void;
+  private exitReject!: (e: Error) => void;
+  nextSig = 0;
+  signals: PendingSignal[] = [];
+
+  destroyReq = false;
+  abandoned = false;
+  destroyed = false; // a destroy settled, with destroyErr
+  destroyErr: Error | undefined;
+  destroyPromise: Promise<void> | undefined;
+  remoteDestroy: Promise<void> | undefined;
+  destroyAbort = new AbortController();
+  err: Error | undefined; // why the handle ended; set once
+  supervising = false;
+
+  private waiters: (() => void)[] = [];
+  private redial: (() => void) | undefined;
+
+  readonly input: WritableStream<Uint8Array>;
+  readonly output: ReadableStream<Uint8Array>;
+  readonly error: ReadableStream<Uint8Array>;
+
+  constructor(
+    readonly url: string,
+    readonly openFrame: OpenFrame,
+    readonly opts: OpenOptions,
+    readonly C: WebSocketClass,
+    readonly rmin: number,
+    readonly rmax: number,
+    readonly digest: string,
+  ) {
+    this.exitPromise = new Promise<Exit>((res, rej) => {
+      this.exitResolve = res;
+      this.exitReject = rej;
+    });
+    this.exitPromise.catch(() => {}); // a handle nobody waits on must not crash the program
+    this.input = new WritableStream<Uint8Array>(
+      {
+        write: (chunk) => this.writeInput(chunk),
+        close: () => this.closeInput(),
+        abort: () => this.destroy(),
+      },
+      new ByteLengthQueuingStrategy({ highWaterMark: STDIN_CHUNK }),
+    );
+    this.output = new ReadableStream<Uint8Array>(
+      { pull: (c) => this.pullOutput(c), cancel: () => this.cancelOutput() },
+      { highWaterMark: 0 },
+    );
+    this.error = new ReadableStream<Uint8Array>({ pull: (c) => this.pullError(c) }, { highWaterMark: 0 });
+  }
+
+  handle(): ProcessHandle {
+    return {
+      processId: this.id,
+      evidence: Object.freeze({ ...this.evidence }),
+      input: this.input,
+      output: this.output,
+      error: this.error,
+      wait: () => this.exitPromise,
+      signal: (name) => this.signal(name),
+      destroy: () => this.destroy(),
+      errorDropped: () => this.errDropped,
+      progress: () => ({
+        stdoutReceived: this.outReceived,
+        stdoutRead: this.outConsumed,
+        stderrReceived: this.errRecv,
+        stdinWritten: this.inBuf.end(),
+        stdinReceived: this.inBuf.start,
+        connections: this.connections,
+      }),
+    };
+  }
+
+  // ---- notification ----------------------------------------------------------
+
+  private changed(): Promise<void> {
+    return new Promise((res) => this.waiters.push(res));
+  }
+
+  private broadcast(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
+  }
+
+  // ---- dialing ---------------------------------------------------------------
+
+  private headers(byProcess: boolean): Record<string, string> {
+    const h: Record<string, string> = { ...(this.opts.headers ?? {}) };
+    if (this.opts.token) h["Authorization"] = "Bearer " + this.opts.token;
+    if (isWsClass(this.C)) {
+      h["Procwire-Instance"] = this.openFrame.instance_id;
+      if (byProcess && this.id) h["Procwire-Process"] = this.id;
+    }
+    return h;
+  }
+
+  private dial(byProcess: boolean, timeout: number, signal?: AbortSignal): Promise<Transport> {
+    return dial(this.C, this.url, this.headers(byProcess), timeout, signal);
+  }
+
+  // exchange sends a first frame and returns the first answer, or throws.
+  private exchange(t: Transport, first: Frame, timeout: number, signal?: AbortSignal): Promise<Frame> {
+    return new Promise<Frame>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        t.terminate();
+        reject(new ConnectionLost(`procwire: no answer to ${first.type} within ${timeout} ms`));
+      }, timeout);
+      const onAbort = () => {
+        t.terminate();
+        reject(new ConnectionLost(`procwire: ${first.type} aborted`));
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+      };
+      t.onMessage = (line) => {
+        done();
+        hold(t);
+        try {
+          const f = this.decodeFrame(line);
+          if (f.type === "error") reject(sandboxError(f));
+          else resolve(f);
+        } catch (e) {
+          reject(e);
+        }
+      };
+      t.onClose = (info) => {
+        done();
+        reject(closeError(info));
+      };
+      t.send(encode(first));
+    });
+  }
+
+  private decodeFrame(line: Uint8Array): Frame {
+    let f: Frame;
+    try {
+      f = decode(line, MAX_LINE);
+    } catch (e) {
+      if (e instanceof DecodeError) {
+        throw new SandboxProtocolInvalid("open_process", e.frame + (e.frame && e.field ? "." : "") + e.field, e.message);
+      }
+      throw e;
+    }
+    if (CLIENT_FRAMES.has(f.type)) throw protocolError(f.type, "a client frame from the server");
+    return f;
+  }
+
+  // ---- open ------------------------------------------------------------------
+
+  async open(): Promise<void> {
+    const timeout = this.opts.openTimeout ?? DEFAULT_OPEN_TIMEOUT;
+    const t = await this.dial(false, timeout, this.opts.signal);
+    let f: Frame;
+    try {
+      f = await this.exchange(t, this.openFrame, timeout, this.opts.signal);
+      if (f.type !== "opened") throw protocolError(f.type, "unexpected answer to open");
+      this.init(f);
+    } catch (e) {
+      if (e instanceof SandboxProtocolInvalid) {
+        // The process may exist: destroy it on this connection.
+        await this.destroyOn(t, { type: "destroy" }, AUTO_DESTROY_TIMEOUT).catch(() => {});
+      }
+      t.terminate();
+      throw e;
+    }
+    this.attach(t, 0);
+  }
+
+  private init(o: OpenedFrame): void {
+    this.id = o.process_id;
+    const req = this.openFrame.request;
+    const want: Partial<Evidence> = {
+      wire_revision: WIRE_REVISION,
+      instance_id: this.openFrame.instance_id,
+      process_id: o.process_id,
+      executable: req.executable,
+      working_directory: req.working_directory,
+      arguments_digest: this.digest,
+    };
+    checkEvidence(o.evidence, want);
+    const maxData = num(o.max_data, "opened.max_data");
+    const stdoutWindow = num(o.stdout_window, "opened.stdout_window");
+    const stderrWindow = o.stderr_window;
+    const stdinLimit = num(o.stdin_limit, "opened.stdin_limit");
+    if (stdinLimit < 1) throw protocolError("opened.stdin_limit", String(stdinLimit));
+    this.token = o.token;
+    this.evidence = o.evidence;
+    this.grace = clampMs(o.grace_ms);
+    this.heartbeat = clampMs(o.heartbeat_ms);
+    this.maxData = maxData;
+    this.stdinWindow = stdinLimit;
+    this.stdinLimit = stdinLimit;
+    this.outWindow = stdoutWindow;
+    this.outLimit = stdoutWindow;
+    this.errCap = this.opts.stderrBuffer || Math.min(Number(stderrWindow), 1 << 30);
+  }
+
+  // ---- the attached connection ------------------------------------------------
+
+  private attach(t: Transport, stdinSent: number): void {
+    const c = new Conn(t);
+    c.stdinSent = stdinSent;
+    this.conn = c;
+    this.connections++;
+    const held = (t as Transport & { held?: Held }).held;
+    t.onMessage = (line) => this.onMessage(c, line);
+    t.onClose = (info) => this.onClose(c, info);
+    t.onPong = () => {
+      c.pingOut = false;
+    };
+    for (const line of held?.backlog ?? []) this.onMessage(c, line);
+    if (held?.closed) {
+      this.onClose(c, held.closed);
+      return;
+    }
+    if (this.heartbeat > 0 && t.ping) {
+      c.timer = setInterval(() => {
+        if (c.pingOut) {
+          t.terminate(); // no pong within heartbeat_ms: the peer is dead
+          return;
+        }
+        c.pingOut = true;
+        try {
+          t.ping!();
+        } catch {
+          t.terminate();
+        }
+      }, Math.min(this.heartbeat, 2 ** 31 - 1));
+    }
+    this.kick();
+    this.broadcast();
+  }
+
+  private onMessage(c: Conn, line: Uint8Array): void {
+    if (c.closed) return;
+    try {
+      this.handle1(c, this.decodeFrame(line));
+    } catch (e) {
+      if (e instanceof Stop) return;
+      this.end(e as Error);
+    }
+  }
+
+  private onClose(c: Conn, info: CloseInfo): void {
+    this.dropConn(c);
+    if (this.err) return;
+    const err = closeError(info);
+    if (finalError(err)) {
+      if (info.code === 4001) this.abandoned = true; // another client holds it now
+      this.end(err);
+      return;
+    }
+    void this.reconnect(Date.now(), err);
+  }
+
+  private dropConn(c: Conn): void {
+    c.closed = true;
+    clearInterval(c.timer);
+    if (this.conn === c) this.conn = null;
+  }
+
+  private handle1(c: Conn, f: Frame): void {
+    switch (f.type) {
+      case "stdout": {
+        const off = num(f.off, "stdout.off");
+        const n = f.data.length;
+        if (n > this.maxData) throw protocolError("stdout.data", `${n} bytes, max_data is ${this.maxData}`);
+        if (this.outEOF !== undefined) throw protocolError("stdout.off", `stdout at ${off} after stdout_eof at ${this.outEOF}`);
+        if (off !== this.outReceived) throw protocolError("stdout.off", `offset ${off}, expected ${this.outReceived}`);
+        if (n > this.outLimit - this.outReceived) {
+          throw protocolError("stdout.data", `received ${this.outReceived + n} bytes, allowed ${this.outLimit}`);
+        }
+        this.outReceived += n;
+        this.outQ.push(f.data);
+        if (this.outCancelled) this.consumeOutput(this.outQ.length);
+        this.broadcast();
+        return;
+      }
+      case "stdout_eof": {
+        const off = num(f.off, "stdout_eof.off");
+        if (off !== this.outReceived) throw protocolError("stdout_eof.off", `offset ${off}, expected ${this.outReceived}`);
+        this.outEOF = off;
+        this.broadcast();
+        return;
+      }
+      case "stderr":
+        if (f.data.length > this.maxData) throw protocolError("stderr.data", `${f.data.length} bytes, max_data is ${this.maxData}`);
+        this.onStderr(num(f.off, "stderr.off"), f.data);
+        return;
+      case "exit":
+        this.onExit(f);
+        return;
+      case "credit": {
+        const received = num(f.stdin_received, "credit.stdin_received");
+        const limit = num(f.stdin_limit, "credit.stdin_limit");
+        if (received > c.stdinSent) throw protocolError("credit.stdin_received", `${received}, but ${c.stdinSent} bytes were sent`);
+        this.checkStdinLimit("credit.stdin_limit", received, limit);
+        if (received > this.inBuf.start) this.inBuf.discard(received);
+        if (limit > this.stdinLimit) {
+          this.stdinLimit = limit;
+          this.broadcast();
+        }
+        return;
+      }
+      case "signaled": {
+        const i = this.signals.findIndex((s) => s.id === f.id);
+        if (i >= 0) {
+          const [s] = this.signals.splice(i, 1);
+          s!.resolve(f.result === "delivered");
+        }
+        return;
+      }
+      case "destroyed":
+        if (f.process_id !== this.id) throw protocolError("destroyed.process_id", `${JSON.stringify(f.process_id)}, expected ${JSON.stringify(this.id)}`);
+        this.settleDestroy(undefined);
+        throw new Stop();
+      case "error":
+        throw sandboxError(f);
+      default:
+        throw protocolError(f.type, `unexpected ${f.type} frame in a session`);
+    }
+  }
+
+  private onExit(f: ExitFrame): void {
+    if (this.err) return; // the handle has settled without it
+    const e: Exit = f.signal !== undefined ? Object.freeze({ signal: f.signal }) : Object.freeze({ code: Number(f.code ?? 0) });
+    if (this.exit === undefined) {
+      this.exit = e;
+      this.exitResolve(e);
+      this.broadcast();
+      return;
+    }
+    if (this.exit.code !== e.code || this.exit.signal !== e.signal) {
+      throw protocolError("exit", `${JSON.stringify(e)} after ${JSON.stringify(this.exit)}`);
+    }
+  }
+
+  private onStderr(off: number, data: Uint8Array): void {
+    const end = off + data.length;
+    if (end <= this.errRecv) return; // held already
+    if (off < this.errRecv) {
+      data = data.subarray(this.errRecv - off);
+      off = this.errRecv;
+    }
+    this.errDropped += off - this.errRecv; // the server's ring overflowed
+    this.errRecv = end;
+    let over = data.length - this.errCap;
+    if (over > 0) {
+      data = data.subarray(over);
+      this.errDropped += over;
+    }
+    over = this.errQ.length + data.length - this.errCap;
+    if (over > 0) {
+      this.errQ.discard(this.errQ.start + over);
+      this.errDropped += over;
+    }
+    this.errQ.push(data);
+    this.broadcast();
+  }
+
+  private checkStdinLimit(field: string, received: number, limit: number): void {
+    if (limit - received > this.stdinWindow) {
+      throw protocolError(field, `${limit} is more than the ${this.stdinWindow}-byte window beyond the ${received} bytes received`);
+    }
+  }
+
+  // ---- writing -------------------------------------------------------------------
+
+  private kick(): void {
+    const c = this.conn;
+    if (!c || c.flushing) return;
+    c.flushing = true;
+    queueMicrotask(() => {
+      c.flushing = false;
+      if (c.closed || this.conn !== c) return;
+      try {
+        for (let s = this.nextFrame(c); s !== ""; s = this.nextFrame(c)) c.t.send(s);
+      } catch {
+        c.t.terminate(); // reported by its close
+      }
+    });
+  }
+
+  private nextFrame(c: Conn): string {
+    if (this.destroyReq) {
+      if (c.destroySent) return "";
+      c.destroySent = true;
+      return encode({ type: "destroy" });
+    }
+    if (this.err) return "";
+    if (this.ackTo > c.ackSent) {
+      c.ackSent = this.ackTo;
+      return encode({ type: "ack", stdout: this.ackTo });
+    }
+    for (const s of this.signals) {
+      if (s.id > c.sigSent) {
+        c.sigSent = s.id;
+        return encode({ type: "signal", id: s.id, signal: s.sig });
+      }
+    }
+    if (c.stdinSent < this.inBuf.end()) {
+      const data = this.inBuf.from(c.stdinSent, this.maxData);
+      const s = encode({ type: "stdin", off: c.stdinSent, data });
+      c.stdinSent += data.length;
+      this.inSent = Math.max(this.inSent, c.stdinSent);
+      return s;
+    }
+    if (this.inClosed && !c.closeSent) {
+      c.closeSent = true;
+      if (!this.closeSent) {
+        this.closeSent = true;
+        this.broadcast();
+      }
+      return encode({ type: "stdin_close", off: this.inBuf.end() });
+    }
+    return "";
+  }
+
+  // ---- the streams ---------------------------------------------------------------
+
+  private usable(): Error | undefined {
+    if (this.destroyReq) return new Destroyed();
+    return this.err;
+  }
+
+  private async writeInput(chunk: Uint8Array): Promise<void> {
+    if (!ArrayBuffer.isView(chunk)) throw new TypeError("procwire: input takes Uint8Array chunks");
+    let b = new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    while (b.length > 0) {
+      const err = this.usable();
+      if (err) throw err;
+      if (this.inClosed) throw new ProcwireError("procwire: stdin closed");
+      const avail = this.stdinLimit - this.inBuf.end();
+      if (avail <= 0) {
+        await this.changed();
+        continue;
+      }
+      const k = Math.min(avail, b.length);
+      this.inBuf.pushCopy(b.subarray(0, k));
+      b = b.subarray(k);
+      this.kick();
+    }
+  }
+
+  private async closeInput(): Promise<void> {
+    if (!this.inClosed) {
+      this.inClosed = true;
+      this.kick();
+    }
+    while (!this.closeSent) {
+      const err = this.usable();
+      if (err) throw err;
+      await this.changed();
+    }
+  }
+
+  private consumeOutput(n: number): Uint8Array {
+    const b = this.outQ.take(n);
+    this.outConsumed += b.length;
+    // Batched as credit is: when the limit grows by a quarter window, or
+    // when everything received was consumed.
+    const next = this.outWindow + this.outConsumed;
+    const grow = next - this.outLimit;
+    if (grow > 0 && (grow >= Math.max(Math.floor(this.outWindow / 4), 1) || this.outConsumed >= this.outReceived)) {
+      this.outLimit = next;
+      this.ackTo = this.outConsumed;
+      this.kick();
+    }
+    return b;
+  }
+
+  private async pullOutput(ctl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+    for (;;) {
+      if (this.destroyReq) return ctl.error(new Destroyed());
+      const complete = this.outEOF !== undefined;
+      if (this.err && !complete) return ctl.error(this.err); // what is held is not trusted any more
+      if (this.outQ.length > 0) return ctl.enqueue(this.consumeOutput(this.outQ.length));
+      if (complete) return ctl.close();
+      await this.changed();
+    }
+  }
+
+  private cancelOutput(): void {
+    // The reader gave up: keep the child running by consuming what comes.
+    this.outCancelled = true;
+    if (this.outQ.length > 0) this.consumeOutput(this.outQ.length);
+    while (this.outQ.length > 0) this.consumeOutput(this.outQ.length);
+  }
+
+  private async pullError(ctl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+    for (;;) {
+      if (this.destroyReq) return ctl.error(new Destroyed());
+      const complete = this.exit !== undefined;
+      if (this.err && !complete) return ctl.error(this.err);
+      if (this.errQ.length > 0) return ctl.enqueue(this.errQ.take(this.errQ.length));
+      if (complete) return ctl.close();
+      await this.changed();
+    }
+  }
+
+  // ---- signal ------------------------------------------------------------------------
+
+  signal(name: SignalName): Promise<boolean> {
+    if (!SIGNALS.has(name)) return Promise.reject(new TypeError(`procwire: signal ${JSON.stringify(name)} not one of SIGINT, SIGTERM, SIGKILL`));
+    const err = this.usable();
+    if (err) return Promise.reject(err);
+    return new Promise<boolean>((resolve, reject) => {
+      this.signals.push({ id: ++this.nextSig, sig: name, resolve, reject });
+      this.kick();
+    });
+  }
+
+  // ---- the end of a handle --------------------------------------------------------------
+
+  private end(err: Error): void {
+    if (this.err) return;
+    this.err = err;
+    if (this.exit === undefined) this.exitReject(err);
+    for (const s of this.signals.splice(0)) s.reject(err);
+    this.broadcast();
+    const c = this.conn;
+    if (c) {
+      this.dropConn(c);
+      if (err instanceof Destroyed) c.t.close();
+      else c.t.terminate();
+    }
+    if (!this.abandoned && !this.destroyed && !processGone(err) && !this.supervising) {
+      void this.destroyRemote(AUTO_DESTROY_TIMEOUT).catch(() => {});
+    }
+  }
+
+  private settleDestroy(err: Error | undefined): void {
+    if (!this.destroyed) {
+      this.destroyed = true;
+      this.destroyErr = err;
+      this.broadcast();
+    }
+    if (err === undefined) this.end(new Destroyed());
+  }
+
+  destroy(): Promise<void> {
+    this.destroyPromise ??= this.runDestroy();
+    return this.destroyPromise;
+  }
+
+  private async runDestroy(): Promise<void> {
+    this.destroyReq = true;
+    this.broadcast(); // blocked writers and readers end with Destroyed
+    this.redial?.();
+    const timeout = this.opts.destroyTimeout ?? DEFAULT_DESTROY_TIMEOUT;
+    const deadline = Date.now() + timeout;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        this.destroyAbort.abort();
+        reject(new ConnectionLost(`procwire: destroy not confirmed within ${timeout} ms`));
+      }, timeout);
+    });
+    try {
+      if (this.conn) {
+        this.kick();
+        // Settled by `destroyed`, or handed to the reconnection, which
+        // destroys by id.
+        await Promise.race([this.until(() => this.destroyed || (this.err !== undefined && !this.supervising)), timedOut]);
+      } else if (this.supervising) {
+        await Promise.race([this.until(() => this.destroyed || (this.err !== undefined && !this.supervising)), timedOut]);
+      }
+      if (!this.destroyed) {
+        await Promise.race([this.destroyRemote(Math.max(1, deadline - Date.now())), timedOut]);
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+    if (this.destroyErr) throw this.destroyErr;
+  }
+
+  private async until(cond: () => boolean): Promise<void> {
+    while (!cond()) await this.changed();
+  }
+
+  // destroyRemote destroys by id over new connections, once at a time.
+  private destroyRemote(timeout: number): Promise<void> {
+    this.remoteDestroy ??= (async () => {
+      const deadline = Date.now() + timeout;
+      let cur = 0;
+      for (;;) {
+        if (this.destroyed) return;
+        try {
+          const t = await this.dial(true, Math.max(1, deadline - Date.now()), this.destroyAbort.signal);
+          try {
+            await this.destroyVia(t, Math.max(1, deadline - Date.now()));
+            return;
+          } finally {
+            t.terminate();
+          }
+        } catch (e) {
+          if (e instanceof SandboxError || e instanceof SandboxProtocolInvalid) return;
+        }
+        cur = cur === 0 ? this.rmin : Math.min(2 * cur, this.rmax);
+        const wait = jitter(cur);
+        if (Date.now() + wait >= deadline || this.destroyAbort.signal.aborted) return;
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    })().finally(() => {
+      this.remoteDestroy = undefined;
+    });
+    return this.remoteDestroy;
+  }
+
+  // destroyVia destroys by id on t and settles the destroy with the answer.
+  private async destroyVia(t: Transport, timeout: number): Promise<void> {
+    try {
+      await this.destroyOn(t, { type: "destroy", process_id: this.id, token: this.token }, timeout);
+      this.settleDestroy(undefined);
+    } catch (e) {
+      if (e instanceof SandboxError) this.settleDestroy(e);
+      throw e;
+    }
+  }
+
+  // destroyOn sends a destroy on t and waits for `destroyed`, taking an
+  // `exit` on the way.
+  private destroyOn(t: Transport, d: Frame, timeout: number): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        t.terminate();
+        reject(new ConnectionLost(`procwire: no answer to destroy within ${timeout} ms`));
+      }, timeout);
+      t.onMessage = (line) => {
+        try {
+          const f = this.decodeFrame(line);
+          if (f.type === "destroyed") {
+            if (this.id && f.process_id !== this.id) throw protocolError("destroyed.process_id", `${JSON.stringify(f.process_id)}, expected ${JSON.stringify(this.id)}`);
+            clearTimeout(timer);
+            resolve();
+          } else if (f.type === "error") {
+            throw sandboxError(f);
+          } else if (f.type === "exit") {
+            this.onExit(f);
+          }
+        } catch (e) {
+          clearTimeout(timer);
+          t.terminate();
+          reject(e);
+        }
+      };
+      t.onClose = (info) => {
+        clearTimeout(timer);
+        reject(closeError(info));
+      };
+      t.send(encode(d));
+    });
+  }
+
+  // ---- reconnection ------------------------------------------------------------------------
+
+  private async reconnect(lost: number, why: Error): Promise<void> {
+    this.supervising = true;
+    const deadline = lost + this.grace;
+    let cur = 0;
+    let last: Error = why;
+    try {
+      for (;;) {
+        if (this.err) return;
+        try {
+          if (this.destroyReq) {
+            const t = await this.dial(true, Math.max(1, deadline - Date.now()), this.destroyAbort.signal);
+            try {
+              await this.destroyVia(t, Math.max(1, deadline - Date.now()));
+            } finally {
+              t.terminate();
+            }
+            return;
+          }
+          await this.reattach(deadline);
+          return;
+        } catch (e) {
+          if (e instanceof Stop) return;
+          if (finalError(e)) {
+            this.end(e as Error);
+            return;
+          }
+          last = e as Error;
+        }
+        cur = cur === 0 ? this.rmin : Math.min(2 * cur, this.rmax);
+        const wait = jitter(cur);
+        if (Date.now() + wait >= deadline) {
+          this.abandoned = true; // the server expires it, if it is there at all
+          this.end(new ConnectionLost(`procwire: connection lost: no resume within the ${this.grace} ms grace: ${last.message}`));
+          return;
+        }
+        await new Promise<void>((r) => {
+          const timer = setTimeout(r, wait);
+          this.redial = () => {
+            clearTimeout(timer);
+            r();
+          };
+        });
+        this.redial = undefined;
+      }
+    } finally {
+      this.supervising = false;
+      this.broadcast();
+      if (this.err && !this.abandoned && !this.destroyed && !processGone(this.err) && !this.destroyReq) {
+        void this.destroyRemote(AUTO_DESTROY_TIMEOUT).catch(() => {});
+      }
+    }
+  }
+
+  private async reattach(deadline: number): Promise<void> {
+    const t = await this.dial(true, Math.max(1, deadline - Date.now()), this.destroyAbort.signal);
+    try {
+      const f = await this.exchange(
+        t,
+        { type: "resume", process_id: this.id, token: this.token, stdout_received: this.outReceived, stderr_received: this.errRecv },
+        Math.max(1, deadline - Date.now()),
+        this.destroyAbort.signal,
+      );
+      if (f.type !== "resumed") throw protocolError(f.type, "unexpected answer to resume");
+      this.checkResumed(f);
+      if (this.err) throw new Stop();
+      this.attach(t, num(f.stdin_received, "resumed.stdin_received"));
+    } catch (e) {
+      t.terminate();
+      throw e;
+    }
+  }
+
+  private checkResumed(r: ResumedFrame): void {
+    if (r.process_id !== this.id) {
+      throw new SandboxProtocolInvalid("open_process_identity", "process_id", `${JSON.stringify(r.process_id)}, expected ${JSON.stringify(this.id)}`);
+    }
+    checkEvidence(r.evidence, this.evidence);
+    const received = num(r.stdin_received, "resumed.stdin_received");
+    const limit = num(r.stdin_limit, "resumed.stdin_limit");
+    if (received < this.inBuf.start || received > this.inSent) {
+      throw protocolError("resumed.stdin_received", `${received} outside the ${this.inBuf.start}..${this.inSent} the client holds and sent`);
+    }
+    this.checkStdinLimit("resumed.stdin_limit", received, limit);
+    this.inBuf.discard(received);
+    if (limit > this.stdinLimit) this.stdinLimit = limit; // a limit that moves backwards is ignored
+  }
+}
+
+// checkEvidence names the first field of got that differs from want;
+// fields want lacks are not compared.
+function checkEvidence(got: Evidence, want: Partial<Evidence>): void {
+  for (const k of EVIDENCE_FIELDS) {
+    const w = want[k];
+    if (w === undefined) continue;
+    if (got[k] !== w) {
+      throw new SandboxProtocolInvalid("open_process_identity", "evidence." + k, `${JSON.stringify(got[k])}, expected ${JSON.stringify(w)}`);
+    }
+  }
+}
+
+function clampMs(v: Int): number {
+  return typeof v === "bigint" || v > Number.MAX_SAFE_INTEGER ? Number.MAX_SAFE_INTEGER : v;
+}
+
+// closeError is what a connection's end means for the handle.
+function closeError(info: CloseInfo): Error {
+  if (info.error) return info.error;
+  const why = info.reason ? `${info.code} ${info.reason}` : String(info.code);
+  switch (info.code) {
+    case 4001:
+      return new ResumedElsewhere("procwire: connection lost: the process was resumed on another connection");
+    case 1002:
+    case 1003:
+    case 1007:
+    case 1008:
+    case 1009:
+      return new RefusedConnection(`procwire: connection lost: the server refused the connection: ${why}`);
+  }
+  return new LostConnection(`procwire: connection lost: ${why}`);
+}
+
+// RefusedConnection: the server closed for a violation; not retried.
+class RefusedConnection extends ConnectionLost {}
+// ResumedElsewhere: another connection took the process (4001); not retried.
+class ResumedElsewhere extends ConnectionLost {}
+// LostConnection: a close without procwire's word; resumed.
+class LostConnection extends ConnectionLost {}
+
+// finalError reports whether err ends the handle instead of being retried.
+function finalError(e: unknown): boolean {
+  return e instanceof SandboxError || e instanceof SandboxProtocolInvalid || e instanceof RefusedConnection || e instanceof ResumedElsewhere;
+}
+
+// hold buffers what t delivers until attach takes it over: frames that
+// follow an answer in the same read must not be lost.
+function hold(t: Transport): void {
+  const held: Held = { backlog: [] };
+  t.onMessage = (l) => held.backlog.push(l);
+  t.onClose = (i) => {
+    held.closed = i;
+  };
+  (t as Transport & { held?: Held }).held = held;
+}
+
+interface Held {
+  backlog: Uint8Array[];
+  closed?: CloseInfo;
+}

@@ -1,0 +1,201 @@
+// One WebSocket connection, over the `ws` package or a WHATWG WebSocket.
+
+import { MAX_LINE, SUBPROTOCOL } from "./frames.js";
+import { ConnectionLost, protocolError } from "./errors.js";
+
+/**
+ * A WebSocket class: `ws`'s (which can send headers and pings), or a
+ * WHATWG one (globalThis.WebSocket of browsers, Deno, Bun, Node 22+).
+ */
+export type WebSocketClass = new (url: string, protocols?: string | string[], options?: unknown) => unknown;
+
+/** Why a connection ended. */
+export interface CloseInfo {
+  /** The close code; 1006 when the connection was cut. */
+  code: number;
+  reason: string;
+  /** A violation found by the WebSocket layer itself (a message over the limit). */
+  error?: Error;
+}
+
+/** The operations the session needs from a connection. */
+export interface Transport {
+  send(text: string): void;
+  /** Closes politely (code 1000). */
+  close(): void;
+  /** Drops the connection at once. */
+  terminate(): void;
+  /** Sends a ping; undefined when the implementation cannot. */
+  ping?: () => void;
+  onMessage: (line: Uint8Array) => void;
+  onClose: (info: CloseInfo) => void;
+  onPong: () => void;
+}
+
+interface WsLike {
+  protocol: string;
+  binaryType: string;
+  on(ev: string, fn: (...args: any[]) => void): void;
+  send(data: string): void;
+  close(code?: number): void;
+  terminate(): void;
+  ping(): void;
+}
+
+interface WhatwgLike {
+  protocol: string;
+  binaryType: string;
+  onopen: ((ev: unknown) => void) | null;
+  onmessage: ((ev: { data: unknown }) => void) | null;
+  onclose: ((ev: { code: number; reason: string }) => void) | null;
+  onerror: ((ev: unknown) => void) | null;
+  send(data: string): void;
+  close(code?: number): void;
+}
+
+let wsModule: Promise<WebSocketClass> | undefined;
+
+/** The WebSocket class to use: the option, else `ws` on Node, else the global one. */
+export async function webSocketClass(given?: WebSocketClass): Promise<WebSocketClass> {
+  if (given) return given;
+  const isNode = typeof process !== "undefined" && process.versions?.node !== undefined;
+  if (isNode) {
+    wsModule ??= import("ws").then((m) => (m.WebSocket ?? m.default) as unknown as WebSocketClass);
+    return wsModule;
+  }
+  const g = (globalThis as { WebSocket?: WebSocketClass }).WebSocket;
+  if (!g) throw new TypeError("procwire: no WebSocket implementation: pass options.WebSocket");
+  return g;
+}
+
+/** Whether C is `ws`'s class (it can send headers and pings). */
+export function isWsClass(C: WebSocketClass): boolean {
+  return typeof (C.prototype as { ping?: unknown }).ping === "function" && typeof (C.prototype as { on?: unknown }).on === "function";
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * Dials url with the procwire.v1 subprotocol. It resolves once the
+ * connection is open, and rejects with ConnectionLost when it cannot be,
+ * when signal aborts, or after timeoutMs.
+ */
+export function dial(C: WebSocketClass, url: string, headers: Record<string, string>, timeoutMs: number, signal?: AbortSignal): Promise<Transport> {
+  return new Promise<Transport>((resolve, reject) => {
+    let settled = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let abortSock = () => {};
+    const fail = (why: string) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      abortSock();
+      reject(new ConnectionLost(`procwire: dial ${url}: ${why}`));
+    };
+    const onAbort = () => fail("aborted");
+    if (signal?.aborted) return fail("aborted");
+    signal?.addEventListener("abort", onAbort);
+    timer = setTimeout(() => fail(`no connection within ${timeoutMs} ms`), timeoutMs);
+    const opened = (t: Transport, protocol: string) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      if (protocol !== SUBPROTOCOL) {
+        t.terminate();
+        reject(new ConnectionLost(`procwire: dial ${url}: server chose subprotocol ${JSON.stringify(protocol)}, want ${SUBPROTOCOL}`));
+        return;
+      }
+      resolve(t);
+    };
+    try {
+      if (isWsClass(C)) {
+        const sock = new C(url, [SUBPROTOCOL], { headers, maxPayload: MAX_LINE, perMessageDeflate: false }) as WsLike;
+        abortSock = () => sock.terminate();
+        sock.binaryType = "nodebuffer";
+        const t = wsTransport(sock);
+        sock.on("open", () => opened(t, sock.protocol));
+        sock.on("unexpected-response", (_req: unknown, res: { statusCode?: number; statusMessage?: string; resume?: () => void }) => {
+          res.resume?.();
+          fail(`HTTP ${res.statusCode} ${res.statusMessage ?? ""}`.trim());
+        });
+        sock.on("error", (e: Error) => fail(e.message));
+        sock.on("close", (code: number) => fail(`closed with ${code} before the upgrade`));
+      } else {
+        if (Object.keys(headers).some((h) => h.toLowerCase() === "authorization")) {
+          throw new TypeError("procwire: this WebSocket implementation cannot send the Authorization header; pass the ws package as options.WebSocket");
+        }
+        const sock = new C(url, [SUBPROTOCOL]) as WhatwgLike;
+        abortSock = () => sock.close();
+        sock.binaryType = "arraybuffer";
+        const t = whatwgTransport(sock);
+        sock.onopen = () => opened(t, sock.protocol);
+        sock.onerror = () => fail("connection failed");
+        const onclose = sock.onclose;
+        sock.onclose = (ev) => {
+          if (!settled) fail(`closed with ${ev.code} before the upgrade`);
+          else onclose?.(ev);
+        };
+      }
+    } catch (e) {
+      settled = true;
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      reject(e);
+    }
+  });
+}
+
+function wsTransport(sock: WsLike): Transport {
+  let error: Error | undefined;
+  const t: Transport = {
+    send: (s) => sock.send(s),
+    close: () => sock.close(1000),
+    terminate: () => sock.terminate(),
+    ping: () => sock.ping(),
+    onMessage: () => {},
+    onClose: () => {},
+    onPong: () => {},
+  };
+  sock.on("message", (data: Uint8Array | ArrayBuffer | Uint8Array[], isBinary: boolean) => {
+    if (isBinary) {
+      error ??= protocolError("", "a binary message");
+      sock.terminate();
+      return;
+    }
+    t.onMessage(Array.isArray(data) ? Buffer.concat(data) : data instanceof ArrayBuffer ? new Uint8Array(data) : data);
+  });
+  sock.on("error", (e: Error & { code?: string }) => {
+    if (e.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH") {
+      error ??= protocolError("", `line_too_long: a message over ${MAX_LINE} bytes`);
+    }
+  });
+  sock.on("pong", () => t.onPong());
+  sock.on("close", (code: number, reason: Uint8Array) => {
+    t.onClose({ code, reason: Buffer.from(reason).toString("utf8"), error });
+  });
+  return t;
+}
+
+function whatwgTransport(sock: WhatwgLike): Transport {
+  let error: Error | undefined;
+  const t: Transport = {
+    send: (s) => sock.send(s),
+    close: () => sock.close(1000),
+    terminate: () => sock.close(),
+    onMessage: () => {},
+    onClose: () => {},
+    onPong: () => {},
+  };
+  sock.onmessage = (ev) => {
+    if (typeof ev.data !== "string") {
+      error ??= protocolError("", "a binary message");
+      sock.close();
+      return;
+    }
+    t.onMessage(encoder.encode(ev.data));
+  };
+  sock.onclose = (ev) => t.onClose({ code: ev.code, reason: ev.reason, error });
+  return t;
+}

@@ -1,0 +1,133 @@
+// Test helpers: the real Go server and the repository's cutting proxy,
+// built with `go build` into a temporary directory and run on loopback.
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createInterface } from "node:readline";
+
+export const repo = fileURLToPath(new URL("../../", import.meta.url));
+
+let bin;
+/** Builds procwire and cutproxy once per test process; returns their paths. */
+export function build() {
+  if (bin) return bin;
+  const dir = mkdtempSync(join(tmpdir(), "procwire-js-"));
+  process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+  const go = process.env.GO ?? "go";
+  const procwire = join(dir, "procwire");
+  const cutproxy = join(dir, "cutproxy");
+  execFileSync(go, ["build", "-o", procwire, "./cmd/procwire"], { cwd: repo, stdio: "inherit" });
+  execFileSync(go, ["build", "-o", cutproxy, "./internal/cmd/cutproxy"], { cwd: repo, stdio: "inherit" });
+  bin = { procwire, cutproxy };
+  return bin;
+}
+
+/**
+ * Runs `procwire serve` on a free loopback port with extra flags and
+ * resolves with its ws URL and a stop function.
+ */
+export function startServer(args = []) {
+  const { procwire } = build();
+  const child = spawn(procwire, ["serve", "--addr", "127.0.0.1:0", ...args], { stdio: ["ignore", "ignore", "pipe"] });
+  let log = "";
+  return new Promise((resolve, reject) => {
+    const rl = createInterface({ input: child.stderr });
+    rl.on("line", (line) => {
+      log += line + "\n";
+      const m = /url=(ws:\/\/\S+)/.exec(line);
+      if (m) {
+        resolve({
+          url: m[1],
+          addr: new URL(m[1]).host,
+          log: () => log,
+          stop: () => stopChild(child),
+        });
+      }
+    });
+    child.on("exit", (code) => reject(new Error(`procwire serve exited with ${code}:\n${log}`)));
+  });
+}
+
+function stopChild(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.on("exit", () => resolve());
+    child.kill("SIGTERM");
+  });
+}
+
+/** Runs the cutting proxy in front of target ("host:port"). */
+export function startCutProxy(target) {
+  const { cutproxy } = build();
+  const child = spawn(cutproxy, ["-target", target], { stdio: ["pipe", "pipe", "inherit"] });
+  const rl = createInterface({ input: child.stdout });
+  const answers = [];
+  let waiting = [];
+  rl.on("line", (line) => {
+    const w = waiting.shift();
+    if (w) w(line);
+    else answers.push(line);
+  });
+  const next = () => (answers.length ? Promise.resolve(answers.shift()) : new Promise((r) => waiting.push(r)));
+  const cmd = async (line) => {
+    child.stdin.write(line + "\n");
+    const a = await next();
+    if (a.startsWith("error")) throw new Error(`cutproxy ${line}: ${a}`);
+    return a;
+  };
+  return next().then((first) => ({
+    addr: first.replace(/^addr /, ""),
+    cmd,
+    stop: () =>
+      new Promise((resolve) => {
+        child.on("exit", () => resolve());
+        child.stdin.end();
+      }),
+  }));
+}
+
+/** Reads a ReadableStream to its end into one Buffer. */
+export async function readAll(stream) {
+  const chunks = [];
+  for await (const c of stream) chunks.push(c);
+  return Buffer.concat(chunks);
+}
+
+/** A request for the remote process. */
+export function req(executable, ...args) {
+  return {
+    executable,
+    arguments: args,
+    working_directory: "/tmp",
+    environment: { PATH: "/usr/local/bin:/usr/bin:/bin", LANG: "C.UTF-8" },
+  };
+}
+
+let seq = 0;
+/** A fresh instance id. */
+export const instance = (name = "js") => `${name}-${process.pid}-${++seq}`;
+
+/** Deterministic pseudo-random bytes. */
+export function pattern(n, seed = 1) {
+  const b = Buffer.allocUnsafe(n);
+  let x = seed >>> 0 || 1;
+  for (let i = 0; i < n; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    b[i] = x & 0xff;
+  }
+  return b;
+}
+
+/** Writes data to a WritableStream in chunks of size, then closes it. */
+export async function writeAll(input, data, size = 256 * 1024) {
+  const w = input.getWriter();
+  for (let o = 0; o < data.length; o += size) {
+    await w.ready;
+    await w.write(data.subarray(o, Math.min(data.length, o + size)));
+  }
+  await w.close();
+}
