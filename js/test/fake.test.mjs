@@ -1,0 +1,146 @@
+// A hostile server written with ws: tampered evidence, routing headers and
+// protocol violations, checked without the Go server.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { WebSocketServer } from "ws";
+import { openProcess, decode, encode, argumentsDigest, SandboxProtocolInvalid } from "../dist/index.js";
+import { req } from "./helpers.mjs";
+
+const PID = "8f3a0c1e5b7d49a2b6c4e0f1a2b3c4d5";
+const TOKEN = "3b0e8c1d2f4a6b8c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c";
+
+// fake runs a server whose every connection goes to onConn(ws, req, frames),
+// frames being an async iterator of the client's decoded frames.
+async function fake(onConn) {
+  const wss = new WebSocketServer({ host: "127.0.0.1", port: 0, handleProtocols: () => "procwire.v1" });
+  await new Promise((r) => wss.on("listening", r));
+  wss.on("connection", (ws, request) => {
+    const queue = [];
+    const waiting = [];
+    ws.on("message", (data) => {
+      const f = decode(data);
+      const w = waiting.shift();
+      if (w) w(f);
+      else queue.push(f);
+    });
+    const next = () => (queue.length ? Promise.resolve(queue.shift()) : new Promise((r) => waiting.push(r)));
+    const send = (f) => ws.send(encode(f));
+    onConn({ ws, request, next, send });
+  });
+  return { url: `ws://127.0.0.1:${wss.address().port}/`, close: () => new Promise((r) => { for (const c of wss.clients) c.terminate(); wss.close(r); }) };
+}
+
+async function opened(open, patch = {}) {
+  return {
+    type: "opened",
+    process_id: PID,
+    token: TOKEN,
+    evidence: {
+      wire_revision: "procwire.v1",
+      provider: "fake",
+      provider_revision: "0",
+      instance_id: open.instance_id,
+      process_id: PID,
+      executable: open.request.executable,
+      working_directory: open.request.working_directory,
+      arguments_digest: await argumentsDigest(open.request.arguments),
+      started_at: "2026-11-29T09:30:00.000Z",
+      ...patch,
+    },
+    stdin_limit: 65536,
+    stdout_window: 1024,
+    stderr_window: 1024,
+    grace_ms: 30000,
+    heartbeat_ms: 0,
+    exit_wait_ms: 1000,
+    max_data: 262144,
+  };
+}
+
+test("tampered evidence at open: SandboxProtocolInvalid naming the field, and the process is destroyed", async () => {
+  let destroyed;
+  const got = new Promise((r) => (destroyed = r));
+  const srv = await fake(async ({ next, send }) => {
+    const open = await next();
+    send(await opened(open, { executable: "evil" }));
+    const d = await next();
+    destroyed(d);
+    send({ type: "destroyed", process_id: PID });
+  });
+  await assert.rejects(openProcess(srv.url, "inst-1", req("cat", "-u")), (e) => {
+    assert.ok(e instanceof SandboxProtocolInvalid);
+    assert.equal(e.operation, "open_process_identity");
+    assert.equal(e.field, "evidence.executable");
+    return true;
+  });
+  assert.deepEqual(await got, { type: "destroy" });
+  await srv.close();
+});
+
+test("tampered evidence on resume: the handle ends naming the field; destroy by id follows; routing headers sent", async () => {
+  let conns = 0;
+  let headers = [];
+  let destroyed;
+  const got = new Promise((r) => (destroyed = r));
+  let first;
+  const srv = await fake(async ({ ws, request, next, send }) => {
+    conns++;
+    headers.push({ instance: request.headers["procwire-instance"], process: request.headers["procwire-process"] });
+    const f = await next();
+    if (f.type === "open") {
+      first = await opened(f);
+      send(first);
+      ws.terminate(); // a lost connection: the client resumes
+    } else if (f.type === "resume") {
+      assert.equal(f.token, TOKEN);
+      send({ type: "resumed", process_id: PID, evidence: { ...first.evidence, started_at: "2026-11-29T09:30:00.001Z" }, stdin_received: 0, stdin_limit: 65536 });
+    } else if (f.type === "destroy") {
+      destroyed(f);
+      send({ type: "destroyed", process_id: PID });
+    }
+  });
+  const p = await openProcess(srv.url, "inst-2", req("cat"), { reconnectMin: 5 });
+  await assert.rejects(p.wait(), (e) => {
+    assert.ok(e instanceof SandboxProtocolInvalid);
+    assert.equal(e.operation, "open_process_identity");
+    assert.equal(e.field, "evidence.started_at");
+    return true;
+  });
+  assert.deepEqual(await got, { type: "destroy", process_id: PID, token: TOKEN });
+  assert.deepEqual(headers[0], { instance: "inst-2", process: undefined });
+  assert.deepEqual(headers[1], { instance: "inst-2", process: PID });
+  await srv.close();
+});
+
+test("stdout past the window is a protocol violation that ends the handle", async () => {
+  const srv = await fake(async ({ next, send }) => {
+    const f = await next();
+    if (f.type === "open") {
+      send(await opened(f));
+      send({ type: "stdout", off: 0, data: new Uint8Array(2048) });
+    } else if (f.type === "destroy") {
+      send({ type: "destroyed", process_id: PID });
+    }
+  });
+  const p = await openProcess(srv.url, "inst-3", req("cat"));
+  await assert.rejects(p.wait(), (e) => e instanceof SandboxProtocolInvalid && e.field === "stdout.data");
+  await assert.rejects(p.output.getReader().read(), SandboxProtocolInvalid);
+  await srv.close();
+});
+
+test("a second, different exit is a protocol violation; the first stays", async () => {
+  const srv = await fake(async ({ next, send }) => {
+    const f = await next();
+    if (f.type === "open") {
+      send(await opened(f));
+      send({ type: "exit", code: 3 });
+      send({ type: "exit", signal: "SIGKILL" });
+    } else if (f.type === "destroy") {
+      send({ type: "destroyed", process_id: PID });
+    }
+  });
+  const p = await openProcess(srv.url, "inst-4", req("cat"));
+  assert.deepEqual(await p.wait(), { code: 3 });
+  await assert.rejects(p.error.getReader().read().then(() => p.signal("SIGTERM")), SandboxProtocolInvalid);
+  await srv.close();
+});
