@@ -58,8 +58,14 @@ export interface OpenOptions {
   reconnectMax?: number;
   /** Bound on opening (dial and answer) in ms (default 30,000). */
   openTimeout?: number;
-  /** Bound on destroy() in ms (default 30,000). */
+  /** Bound on destroy(), and on the destroy the client makes itself after a failure, in ms (default 10,000). */
   destroyTimeout?: number;
+  /**
+   * How many resumes (or repeated opens) in a row may reach the server and
+   * fail without an answer before the handle ends with ConnectionLost
+   * (default 8). Dials that reach no server count only against the grace.
+   */
+  resumeBudget?: number;
   /** Aborts the open. */
   signal?: AbortSignal;
 }
@@ -113,8 +119,10 @@ export interface ProcessHandle {
 const DEFAULT_RECONNECT_MIN = 50;
 const DEFAULT_RECONNECT_MAX = 2000;
 const DEFAULT_OPEN_TIMEOUT = 30_000;
-const DEFAULT_DESTROY_TIMEOUT = 30_000;
+const DEFAULT_DESTROY_TIMEOUT = 10_000;
 const AUTO_DESTROY_TIMEOUT = 10_000;
+const DEFAULT_RESUME_BUDGET = 8;
+const DEFAULT_STDERR_CAP = 4 << 20;
 const STDIN_CHUNK = 64 * 1024;
 
 /**
@@ -260,6 +268,12 @@ function num(v: Int, field: string): number {
   return v;
 }
 
+function randomHex(n: number): string {
+  const b = new Uint8Array(n);
+  globalThis.crypto.getRandomValues(b);
+  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+}
+
 function jitter(cur: number): number {
   return cur / 2 + Math.random() * (cur / 2);
 }
@@ -297,6 +311,7 @@ class Proc {
   inSent = 0;
   inClosed = false;
   closeSent = false;
+  inErr: Error | undefined; // the server could not write stdin
   stdinLimit = 0;
 
   exit: Exit | undefined;
@@ -315,6 +330,7 @@ class Proc {
   destroyAbort = new AbortController();
   err: Error | undefined; // why the handle ended; set once
   supervising = false;
+  reached = false; // the last resume's dial reached the server
 
   private waiters: (() => void)[] = [];
   private redial: (() => void) | undefined;
@@ -453,23 +469,95 @@ class Proc {
 
   // ---- open ------------------------------------------------------------------
 
+  // open is idempotent: it carries a random open key, and an exchange cut
+  // before the answer is repeated with the same key, which the server
+  // answers with the process it started, never a second one. An open that
+  // fails after it may have started the process destroys it by the key.
   async open(): Promise<void> {
     const timeout = this.opts.openTimeout ?? DEFAULT_OPEN_TIMEOUT;
-    const t = await this.dial(false, timeout, this.opts.signal);
-    let f: Frame;
-    try {
-      f = await this.exchange(t, this.openFrame, timeout, this.opts.signal);
-      if (f.type !== "opened") throw protocolError(f.type, "unexpected answer to open");
-      this.init(f);
-    } catch (e) {
-      if (e instanceof SandboxProtocolInvalid) {
-        // The process may exist: destroy it on this connection.
-        await this.destroyOn(t, { type: "destroy" }, AUTO_DESTROY_TIMEOUT).catch(() => {});
+    const deadline = Date.now() + timeout;
+    const left = () => Math.max(1, deadline - Date.now());
+    this.openFrame.open_key = randomHex(32);
+    let sent = false; // an open may have reached the server
+    let failed = 0;
+    let cur = 0;
+    for (;;) {
+      let err: unknown;
+      let t: Transport | undefined;
+      try {
+        t = await this.dial(false, left(), this.opts.signal);
+        sent = true;
+        const f = await this.exchange(t, this.openFrame, left(), this.opts.signal);
+        if (f.type !== "opened") throw protocolError(f.type, "unexpected answer to open");
+        this.init(f);
+        this.attach(t, 0);
+        return;
+      } catch (e) {
+        err = e;
       }
-      t.terminate();
-      throw e;
+      if (err instanceof SandboxProtocolInvalid) {
+        // Fail closed: a process may run, but not as asked for.
+        if (t) await this.destroyOn(t, { type: "destroy" }, this.destroyTimeout()).catch(() => {});
+        t?.terminate();
+        throw err;
+      }
+      t?.terminate();
+      if (err instanceof SandboxError) {
+        // A refusal starts nothing; one after a lost answer may be about
+        // the process the lost one started.
+        if (failed > 0) await this.destroyByKey();
+        throw err;
+      }
+      if (err instanceof RefusedConnection && err.code === 1007 && this.openFrame.open_key !== undefined && failed === 0) {
+        // A server before open_key refuses the field before starting
+        // anything: open again without it, losing only the repeatability.
+        this.openFrame.open_key = undefined;
+        continue;
+      }
+      if (!sent || err instanceof RefusedConnection) throw err;
+      failed++;
+      cur = cur === 0 ? this.rmin : Math.min(2 * cur, this.rmax);
+      const wait = jitter(cur);
+      if (failed >= this.resumeBudget() || Date.now() + wait >= deadline || this.opts.signal?.aborted) {
+        await this.destroyByKey();
+        throw new ConnectionLost(`procwire: open: ${failed} attempts: ${(err as Error).message}`);
+      }
+      await new Promise((r) => setTimeout(r, wait));
     }
-    this.attach(t, 0);
+  }
+
+  private destroyTimeout(): number {
+    return this.opts.destroyTimeout ?? DEFAULT_DESTROY_TIMEOUT;
+  }
+
+  private resumeBudget(): number {
+    return this.opts.resumeBudget || DEFAULT_RESUME_BUDGET;
+  }
+
+  // destroyByKey destroys what the open may have started, on connections of
+  // its own; the server refuses a later open with the key.
+  private async destroyByKey(): Promise<void> {
+    const key = this.openFrame.open_key;
+    if (key === undefined) return;
+    const deadline = Date.now() + this.destroyTimeout();
+    let cur = 0;
+    for (;;) {
+      try {
+        const t = await this.dial(false, Math.max(1, deadline - Date.now()));
+        try {
+          await this.destroyOn(t, { type: "destroy", instance_id: this.openFrame.instance_id, open_key: key }, Math.max(1, deadline - Date.now()));
+          return;
+        } finally {
+          t.terminate();
+        }
+      } catch (e) {
+        if (finalError(e)) return;
+      }
+      cur = cur === 0 ? this.rmin : Math.min(2 * cur, this.rmax);
+      const wait = jitter(cur);
+      if (Date.now() + wait >= deadline) return;
+      await new Promise((r) => setTimeout(r, wait));
+    }
   }
 
   private init(o: OpenedFrame): void {
@@ -498,7 +586,7 @@ class Proc {
     this.stdinLimit = stdinLimit;
     this.outWindow = stdoutWindow;
     this.outLimit = stdoutWindow;
-    this.errCap = this.opts.stderrBuffer || Math.min(Number(stderrWindow), 1 << 30);
+    this.errCap = this.opts.stderrBuffer || Math.min(Number(stderrWindow), DEFAULT_STDERR_CAP);
   }
 
   // ---- the attached connection ------------------------------------------------
@@ -620,8 +708,22 @@ class Proc {
         if (f.process_id !== this.id) throw protocolError("destroyed.process_id", `${JSON.stringify(f.process_id)}, expected ${JSON.stringify(this.id)}`);
         this.settleDestroy(undefined);
         throw new Stop();
-      case "error":
-        throw sandboxError(f);
+      case "error": {
+        const e = sandboxError(f);
+        if (f.operation === "signal_process" && f.id !== undefined) {
+          // A signal the server could not deliver; the session goes on.
+          const i = this.signals.findIndex((s) => s.id === f.id);
+          if (i >= 0) this.signals.splice(i, 1)[0]!.reject(e);
+          return;
+        }
+        if (f.operation === "write_stdin") {
+          // The stdin stream ends here; stdout, stderr, signals and exit go on.
+          this.inErr ??= e;
+          this.broadcast();
+          return;
+        }
+        throw e;
+      }
       default:
         throw protocolError(f.type, `unexpected ${f.type} frame in a session`);
     }
@@ -729,11 +831,15 @@ class Proc {
     return this.err;
   }
 
+  private usableInput(): Error | undefined {
+    return this.usable() ?? this.inErr;
+  }
+
   private async writeInput(chunk: Uint8Array): Promise<void> {
     if (!ArrayBuffer.isView(chunk)) throw new TypeError("procwire: input takes Uint8Array chunks");
     let b = new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     while (b.length > 0) {
-      const err = this.usable();
+      const err = this.usableInput();
       if (err) throw err;
       if (this.inClosed) throw new ProcwireError("procwire: stdin closed");
       const avail = this.stdinLimit - this.inBuf.end();
@@ -754,7 +860,7 @@ class Proc {
       this.kick();
     }
     while (!this.closeSent) {
-      const err = this.usable();
+      const err = this.usableInput();
       if (err) throw err;
       await this.changed();
     }
@@ -853,7 +959,7 @@ class Proc {
     this.destroyReq = true;
     this.broadcast(); // blocked writers and readers end with Destroyed
     this.redial?.();
-    const timeout = this.opts.destroyTimeout ?? DEFAULT_DESTROY_TIMEOUT;
+    const timeout = this.destroyTimeout();
     const deadline = Date.now() + timeout;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timedOut = new Promise<never>((_, reject) => {
@@ -965,6 +1071,7 @@ class Proc {
     const deadline = lost + this.grace;
     let cur = 0;
     let last: Error = why;
+    let unanswered = 0; // resumes that reached the server and got no answer
     try {
       for (;;) {
         if (this.err) return;
@@ -978,6 +1085,7 @@ class Proc {
             }
             return;
           }
+          this.reached = false;
           await this.reattach(deadline);
           return;
         } catch (e) {
@@ -987,6 +1095,10 @@ class Proc {
             return;
           }
           last = e as Error;
+          if (this.reached && ++unanswered >= this.resumeBudget()) {
+            this.end(new ConnectionLost(`procwire: connection lost: ${unanswered} resumes in a row got no answer: ${last.message}`));
+            return;
+          }
         }
         cur = cur === 0 ? this.rmin : Math.min(2 * cur, this.rmax);
         const wait = jitter(cur);
@@ -1015,6 +1127,7 @@ class Proc {
 
   private async reattach(deadline: number): Promise<void> {
     const t = await this.dial(true, Math.max(1, deadline - Date.now()), this.destroyAbort.signal);
+    this.reached = true;
     try {
       const f = await this.exchange(
         t,
@@ -1076,13 +1189,20 @@ function closeError(info: CloseInfo): Error {
     case 1007:
     case 1008:
     case 1009:
-      return new RefusedConnection(`procwire: connection lost: the server refused the connection: ${why}`);
+      return new RefusedConnection(`procwire: connection lost: the server refused the connection: ${why}`, info.code);
   }
   return new LostConnection(`procwire: connection lost: ${why}`);
 }
 
 // RefusedConnection: the server closed for a violation; not retried.
-class RefusedConnection extends ConnectionLost {}
+class RefusedConnection extends ConnectionLost {
+  constructor(
+    message: string,
+    readonly code: number,
+  ) {
+    super(message);
+  }
+}
 // ResumedElsewhere: another connection took the process (4001); not retried.
 class ResumedElsewhere extends ConnectionLost {}
 // LostConnection: a close without procwire's word; resumed.

@@ -72,6 +72,8 @@ export interface OpenFrame {
   request: ProcessRequest;
   stdout_window?: Int;
   stdin_window?: Int;
+  /** 64 lowercase hex digits (256 random bits, secret): makes the open repeatable. */
+  open_key?: string;
 }
 export interface ResumeFrame {
   type: "resume";
@@ -102,6 +104,9 @@ export interface DestroyFrame {
   type: "destroy";
   process_id?: string;
   token?: string;
+  /** With open_key: names the process by the open that started it. */
+  instance_id?: string;
+  open_key?: string;
 }
 export interface OpenedFrame {
   type: "opened";
@@ -166,6 +171,8 @@ export interface ErrorFrame {
   reason?: string;
   message?: string;
   gap?: Gap;
+  /** The id of the signal this error answers. */
+  id?: Int;
 }
 
 /** Any procwire.v1 frame. */
@@ -214,6 +221,7 @@ export type Kind =
   | "bad_env_key"
   | "bad_signal"
   | "bad_exit"
+  | "bad_destroy"
   | "bad_timestamp"
   | "bad_digest"
   | "bad_value";
@@ -326,6 +334,7 @@ for (const s of [
     obj("request", requestSchema, true),
     intIn("stdout_window", false, WIN_MIN, WIN_MAX),
     intIn("stdin_window", false, WIN_MIN, WIN_MAX),
+    str("open_key", "token", false),
   ]),
   schema("resume", true, [
     str("process_id", "process_id", true),
@@ -337,7 +346,12 @@ for (const s of [
   schema("stdin_close", true, [offset("off")]),
   schema("ack", true, [offset("stdout")]),
   schema("signal", true, [intIn("id", true, 1n, MAX_INT64), str("signal", "signal", true)]),
-  schema("destroy", true, [str("process_id", "process_id", false), str("token", "token", false)]),
+  schema("destroy", true, [
+    str("process_id", "process_id", false),
+    str("token", "token", false),
+    str("instance_id", "instance_id", false),
+    str("open_key", "token", false),
+  ]),
   schema("opened", true, [
     str("process_id", "process_id", true),
     str("token", "token", true),
@@ -372,6 +386,7 @@ for (const s of [
     str("reason", "text", false),
     str("message", "text", false),
     obj("gap", gapSchema, false),
+    intIn("id", false, 1n, MAX_INT64),
   ]),
 ]) {
   schemas[s.name] = s;
@@ -412,6 +427,13 @@ function onKey(s: Schema, seen: Set<string>, name: string): DecodeError | undefi
       return new DecodeError("exit", "", "bad_exit", "both code and signal");
     }
   }
+  if (s.name === "destroy" && s.frame) {
+    const byProcess = seen.has("process_id") || seen.has("token");
+    const byKey = seen.has("instance_id") || seen.has("open_key");
+    if (((name === "process_id" || name === "token") && byKey) || ((name === "instance_id" || name === "open_key") && byProcess)) {
+      return new DecodeError("destroy", "", "bad_destroy", name + " with a field of the other pair");
+    }
+  }
   return undefined;
 }
 
@@ -433,6 +455,10 @@ function atEnd(s: Schema, o: Record<string, unknown>, seen: Set<string>, parent:
       const t = seen.has("token");
       if (p && !t) return new DecodeError(frame, "token", "missing_field", "process_id without token");
       if (t && !p) return new DecodeError(frame, "process_id", "missing_field", "token without process_id");
+      const n = seen.has("instance_id");
+      const k = seen.has("open_key");
+      if (n && !k) return new DecodeError(frame, "open_key", "missing_field", "instance_id without open_key");
+      if (k && !n) return new DecodeError(frame, "instance_id", "missing_field", "open_key without instance_id");
       break;
     }
     case "error":

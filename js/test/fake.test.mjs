@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { WebSocketServer } from "ws";
-import { openProcess, decode, encode, argumentsDigest, SandboxProtocolInvalid } from "../dist/index.js";
+import { openProcess, decode, encode, argumentsDigest, SandboxProtocolInvalid, SandboxOperationFailed } from "../dist/index.js";
 import { req } from "./helpers.mjs";
 
 const PID = "8f3a0c1e5b7d49a2b6c4e0f1a2b3c4d5";
@@ -142,5 +142,100 @@ test("a second, different exit is a protocol violation; the first stays", async 
   const p = await openProcess(srv.url, "inst-4", req("cat"));
   assert.deepEqual(await p.wait(), { code: 3 });
   await assert.rejects(p.error.getReader().read().then(() => p.signal("SIGTERM")), SandboxProtocolInvalid);
+  await srv.close();
+});
+
+test("an open whose answer is lost is repeated with the same open_key", async () => {
+  const keys = [];
+  const srv = await fake(async ({ ws, next, send }) => {
+    const f = await next();
+    if (f.type !== "open") return;
+    keys.push(f.open_key);
+    if (keys.length === 1) {
+      ws.terminate(); // the open reached the server; its answer is lost
+      return;
+    }
+    send(await opened(f));
+    send({ type: "stdout", off: 0, data: new TextEncoder().encode("once\n") });
+    send({ type: "stdout_eof", off: 5 });
+    send({ type: "exit", code: 0 });
+  });
+  const p = await openProcess(srv.url, "inst-5", req("cat"), { reconnectMin: 5 });
+  assert.equal(keys.length, 2);
+  assert.match(keys[0], /^[0-9a-f]{64}$/);
+  assert.equal(keys[1], keys[0], "the repeat carries the same key");
+  const out = [];
+  for await (const c of p.output) out.push(...c);
+  assert.equal(Buffer.from(out).toString(), "once\n");
+  assert.deepEqual(await p.wait(), { code: 0 });
+  await srv.close();
+});
+
+test("an open that never gets an answer is destroyed by instance_id and open_key", async () => {
+  let key;
+  let destroyed;
+  const got = new Promise((r) => (destroyed = r));
+  const srv = await fake(async ({ ws, next, send }) => {
+    const f = await next();
+    if (f.type === "open") {
+      key = f.open_key;
+      ws.terminate();
+    } else if (f.type === "destroy") {
+      destroyed(f);
+      send({ type: "error", code: "SandboxLifecycleConflict", operation: "destroy_process", actual: "process_not_found" });
+      ws.close(1000);
+    }
+  });
+  await assert.rejects(openProcess(srv.url, "inst-6", req("cat"), { reconnectMin: 5, reconnectMax: 10, resumeBudget: 3 }), (e) => e.name === "ConnectionLost");
+  assert.deepEqual(await got, { type: "destroy", instance_id: "inst-6", open_key: key });
+  await srv.close();
+});
+
+test("in-band failures: a signal the server could not deliver, a stdin it could not write; the session goes on", async () => {
+  const srv = await fake(async ({ next, send }) => {
+    const f = await next();
+    if (f.type !== "open") return;
+    send(await opened(f));
+    for (;;) {
+      const g = await next();
+      if (g.type === "signal") {
+        send({ type: "error", code: "SandboxOperationFailed", operation: "signal_process", reason: "signal_failed", message: "operation not permitted", id: g.id });
+      } else if (g.type === "stdin") {
+        send({ type: "error", code: "SandboxOperationFailed", operation: "write_stdin", reason: "stdin_failed" });
+        send({ type: "stdout", off: 0, data: new TextEncoder().encode("still here\n") });
+        send({ type: "stdout_eof", off: 11 });
+        send({ type: "exit", code: 7 });
+      }
+    }
+  });
+  const p = await openProcess(srv.url, "inst-7", req("cat"));
+  await assert.rejects(p.signal("SIGTERM"), (e) => e instanceof SandboxOperationFailed && e.reason === "signal_failed" && e.frame.id === 1);
+  const w = p.input.getWriter();
+  await w.write(new Uint8Array([1, 2, 3]));
+  const out = [];
+  for await (const c of p.output) out.push(...c);
+  assert.equal(Buffer.from(out).toString(), "still here\n");
+  assert.deepEqual(await p.wait(), { code: 7 });
+  await assert.rejects(w.write(new Uint8Array([4])), SandboxOperationFailed);
+  await srv.close();
+});
+
+test("a close 1001 without procwire's word is a lost connection that is resumed", async () => {
+  const seen = [];
+  const srv = await fake(async ({ ws, next, send }) => {
+    const f = await next();
+    seen.push(f.type);
+    if (f.type === "open") {
+      send(await opened(f));
+      ws.close(1001);
+    } else if (f.type === "resume") {
+      send({ type: "resumed", process_id: PID, evidence: (await opened({ instance_id: "inst-8", request: req("cat") })).evidence, stdin_received: 0, stdin_limit: 65536 });
+      send({ type: "stdout_eof", off: 0 });
+      send({ type: "exit", code: 0 });
+    }
+  });
+  const p = await openProcess(srv.url, "inst-8", req("cat"), { reconnectMin: 5 });
+  assert.deepEqual(await p.wait(), { code: 0 });
+  assert.deepEqual(seen, ["open", "resume"]);
   await srv.close();
 });
