@@ -588,6 +588,9 @@ function checkString(rule: Rule, b: Uint8Array): Kind | "" {
 const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 const B64_VAL = new Int16Array(256).fill(-1);
 for (let i = 0; i < 64; i++) B64_VAL[B64.charCodeAt(i)] = i;
+// B64_PAIR maps two base64 characters to their 12 bits, or -1.
+const B64_PAIR = new Int16Array(65536).fill(-1);
+for (let i = 0; i < 64; i++) for (let j = 0; j < 64; j++) B64_PAIR[(B64.charCodeAt(i) << 8) | B64.charCodeAt(j)] = (i << 6) | j;
 const EQ = 0x3d;
 
 const NodeBuffer = (globalThis as { Buffer?: typeof import("node:buffer").Buffer }).Buffer;
@@ -604,12 +607,13 @@ function decodeBase64(b: Uint8Array): Uint8Array | undefined {
   const full = pad ? n - 4 : n;
   let o = 0;
   for (let i = 0; i < full; i += 4) {
-    const a = B64_VAL[b[i]!]!, c = B64_VAL[b[i + 1]!]!, d = B64_VAL[b[i + 2]!]!, e = B64_VAL[b[i + 3]!]!;
-    if ((a | c | d | e) < 0) return undefined;
-    const v = (a << 18) | (c << 12) | (d << 6) | e;
-    out[o++] = v >> 16;
-    out[o++] = (v >> 8) & 0xff;
-    out[o++] = v & 0xff;
+    const x = B64_PAIR[(b[i]! << 8) | b[i + 1]!]!;
+    const y = B64_PAIR[(b[i + 2]! << 8) | b[i + 3]!]!;
+    if ((x | y) < 0) return undefined;
+    out[o] = x >> 4;
+    out[o + 1] = ((x & 0xf) << 4) | (y >> 8);
+    out[o + 2] = y & 0xff;
+    o += 3;
   }
   if (pad) {
     const a = B64_VAL[b[n - 4]!]!, c = B64_VAL[b[n - 3]!]!;

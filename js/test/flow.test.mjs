@@ -52,3 +52,14 @@ test("input backpressure: desiredSize goes non-positive while the child does not
   const results = await Promise.all(pending);
   assert.ok(results.some((e) => e instanceof Destroyed), "a blocked write ends with Destroyed");
 });
+
+test("stderr is bounded: what was read plus errorDropped() is what the child wrote", async () => {
+  const total = 1 << 20;
+  const p = await openProcess(srv.url, instance("stderr"), req("sh", "-c", `head -c ${total} /dev/zero >&2`));
+  assert.deepEqual(await p.wait(), { code: 0 });
+  await readAll(p.output);
+  const err = await readAll(p.error);
+  assert.ok(p.errorDropped() > 0, "a 1 MiB burst overflows the 64 KiB ring");
+  assert.equal(err.length + p.errorDropped(), total);
+  await p.destroy();
+});

@@ -1,0 +1,49 @@
+// Codec properties beyond the golden vectors: data frames of every size
+// round-trip, and a line that decodes re-encodes to itself when it was
+// canonical (strict base64 has one spelling per payload).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { decode, encode, DecodeError, MAX_DATA } from "../dist/index.js";
+import { pattern } from "./helpers.mjs";
+
+test("data frames round-trip at every size edge", () => {
+  for (const n of [1, 2, 3, 4, 5, 6, 7, 100, 65535, 65536, 65537, MAX_DATA - 1, MAX_DATA]) {
+    const data = pattern(n, n);
+    for (const type of ["stdin", "stdout", "stderr"]) {
+      const line = encode({ type, off: 9007199254740991, data });
+      const f = decode(line);
+      assert.equal(f.type, type);
+      assert.equal(f.off, 9007199254740991);
+      assert.ok(Buffer.from(f.data).equals(data), `${type} of ${n}`);
+      assert.equal(encode(f), line);
+    }
+  }
+  assert.throws(() => decode(encode({ type: "stdout", off: 0, data: pattern(MAX_DATA + 1) }), 1 << 20), (e) => e instanceof DecodeError && e.kind === "out_of_bounds" && e.field === "data");
+});
+
+test("one byte changed in a data frame: refused, or decoded to a frame that re-encodes to the changed line", () => {
+  let seed = 12345;
+  const rand = (n) => {
+    seed = (seed * 1103515245 + 12345) >>> 0;
+    return seed % n;
+  };
+  let refused = 0;
+  for (let k = 0; k < 3000; k++) {
+    const data = pattern(1 + rand(40), k + 1);
+    const line = Buffer.from(encode({ type: "stdout", off: rand(1000), data }));
+    const i = rand(line.length - 1);
+    const mutated = Buffer.from(line);
+    mutated[i] = rand(256);
+    let f;
+    try {
+      f = decode(mutated);
+    } catch (e) {
+      assert.ok(e instanceof DecodeError, String(e));
+      refused++;
+      continue;
+    }
+    // Accepted: only a change that keeps the canonical form may be.
+    if (f.type === "stdout") assert.ok(Buffer.from(encode(f)).equals(mutated), `accepted ${mutated.toString()}`);
+  }
+  assert.ok(refused > 1000);
+});
