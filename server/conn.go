@@ -204,7 +204,15 @@ func (c *conn) wakeUp() {
 }
 
 // send queues an answer for the writer, waiting while the queue is full.
+// An answer that fits is queued even when the connection is closing: the
+// writer sends what is queued before it closes (an error answering an
+// open that raced a shutdown).
 func (c *conn) send(f frames.Frame) {
+	select {
+	case c.ctrl <- f:
+		return
+	default:
+	}
 	select {
 	case c.ctrl <- f:
 	case <-c.stop:

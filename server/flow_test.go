@@ -306,13 +306,14 @@ func TestShutdown(t *testing.T) {
 	h := newHarness(t, Config{})
 	var peers []*peer
 	var pids []int
-	var detached string
+	var opened []*frames.Opened
 	for i := range 3 {
-		p, opened := h.sh("inst-shut-"+strconv.Itoa(i), "sleep 300 & wait")
+		p, o := h.sh("inst-shut-"+strconv.Itoa(i), "sleep 300 & wait")
 		peers = append(peers, p)
-		pids = append(pids, h.process(opened.ProcessID).Pid)
-		detached = opened.ProcessID
+		pids = append(pids, h.process(o.ProcessID).Pid)
+		opened = append(opened, o)
 	}
+	detached := opened[2].ProcessID
 	// A detached process is destroyed too.
 	peers[2].ws.CloseNow()
 	h.waitEvent(hookDetached, detached)
@@ -320,7 +321,11 @@ func TestShutdown(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- h.srv.Shutdown(testCtx(t)) }()
-	for _, p := range peers {
+	// Each attached client is told in frames, before the close, that its
+	// process was destroyed: a 1001 alone is only a lost connection.
+	for i, p := range peers {
+		require.Equal(t, &frames.Exit{Signal: "SIGKILL"}, nextOf[*frames.Exit](p))
+		require.Equal(t, &frames.Destroyed{ProcessID: opened[i].ProcessID}, nextOf[*frames.Destroyed](p))
 		p.requireClosed(websocket.StatusGoingAway, "server shutting down")
 	}
 	require.NoError(t, <-done)

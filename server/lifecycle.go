@@ -91,6 +91,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 			}
 			// The same open is starting on another connection (the client
 			// lost it and retries): wait for it, then answer as it ends.
+			s.hook(hookKeyWait, f.InstanceID)
 			select {
 			case <-other.done:
 				continue
@@ -450,6 +451,7 @@ func (s *Server) destroyByKey(c *conn, instanceID, key string) closeStatus {
 			// tombstone then answers.
 			po.killed = true
 			s.mu.Unlock()
+			s.hook(hookKeyWait, instanceID)
 			select {
 			case <-po.done:
 				continue
@@ -527,6 +529,7 @@ func (s *Server) retire(se *session, by *conn, expired bool) {
 		delete(s.instances, se.instanceID)
 	}
 	s.addTombLocked(ts)
+	closing := s.closing
 	s.mu.Unlock()
 
 	se.mu.Lock()
@@ -537,7 +540,12 @@ func (s *Server) retire(se *session, by *conn, expired bool) {
 	close(se.gone)
 
 	if att != nil && att != by {
-		att.closeWith(destroyedStatus(ts))
+		st := destroyedStatus(ts)
+		if closing {
+			// exit and destroyed, then the shutdown's close.
+			st.code, st.reason = websocket.StatusGoingAway, reasonShutdown
+		}
+		att.closeWith(st)
 	}
 	exit := "unknown"
 	if ts.exit != nil {

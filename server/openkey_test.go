@@ -450,8 +450,7 @@ func TestDestroyByKeyWhileTheOpenStarts(t *testing.T) {
 	d := h.dial()
 	d.send(&frames.Destroy{InstanceID: "inst-race", OpenKey: key})
 	// The destroy waits for the start, which then destroys what it started.
-	// (No hook says the destroy is waiting; either order ends the same way,
-	// as the destroy marks the start or finds its tombstone.)
+	h.waitEvent(hookKeyWait, "inst-race")
 	close(exec.release)
 	a.requireError(&frames.Error{Code: frames.LifecycleConflict, Operation: opOpen, Expected: "running", Actual: "process_destroyed"})
 	require.Equal(t, 1, exec.count())
@@ -480,6 +479,7 @@ func TestRepeatedOpenWhileTheFirstStarts(t *testing.T) {
 	<-exec.entered
 	b := h.dial()
 	b.send(open)
+	h.waitEvent(hookKeyWait, "inst-twice")
 	close(exec.release)
 	ob := nextOf[*frames.Opened](b)
 	o := b.collect(false)
@@ -502,4 +502,26 @@ func TestRepeatedOpenWhileTheFirstStarts(t *testing.T) {
 			require.Equal(t, ob, op)
 		}
 	}
+}
+
+// TestShutdownRacingOpen: an open whose child is starting when the server
+// shuts down is answered server_shutdown before the close, and what it
+// started does not survive.
+func TestShutdownRacingOpen(t *testing.T) {
+	exec := newGateExecutor()
+	h := newHarness(t, Config{Executor: exec})
+	a := h.dial()
+	a.send(keyedOpen("inst-shutdown", newKey(), "sleep", "300"))
+	<-exec.entered
+
+	done := make(chan error, 1)
+	go func() { done <- h.srv.Shutdown(testCtx(t)) }()
+	h.waitEvent(hookShutdown, "")
+	close(exec.release)
+	require.Equal(t, shutdownError(opOpen), a.next())
+	a.requireClosed(websocket.StatusGoingAway, reasonShutdown)
+	require.NoError(t, <-done)
+	require.Equal(t, 1, exec.count())
+	require.True(t, groupGone(exec.proc(0).Pid()))
+	require.Empty(t, h.srv.Stats().Processes)
 }

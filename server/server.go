@@ -68,6 +68,8 @@ const (
 
 	hookConnClosed  // a connection was served to its end (id: its remote address)
 	hookConnCounted // a connection ended and its close was counted in the metrics (id: its process, or "")
+	hookShutdown    // Shutdown began: new opens and resumes are refused
+	hookKeyWait     // a repeated open or a destroy by key waits for the open starting (id: instance)
 )
 
 // New returns a Server for cfg, or an error if a field is out of bounds.
@@ -283,11 +285,14 @@ func (s *Server) addConn(c *conn) bool {
 	return true
 }
 
-// Shutdown stops accepting connections, closes every connection with 1001,
-// destroys every process (no child survives it) and waits until every
-// connection has ended. If ctx ends first, the remaining connections are
-// closed without a close handshake and ctx's error is returned once they
-// are gone. Calling it again waits again and returns nil.
+// Shutdown stops accepting connections, destroys every process (no child
+// survives it), tells each connection attached to one in frames (the
+// destroy's exit and destroyed) before it closes it with 1001, closes the
+// other connections with 1001, and waits until every connection has ended.
+// An open or resume racing it is answered with the server_shutdown error.
+// If ctx ends first, the remaining connections are closed without a close
+// handshake and ctx's error is returned once they are gone. Calling it
+// again waits again and returns nil.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
@@ -300,15 +305,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		sessions = append(sessions, se)
 	}
 	s.mu.Unlock()
+	s.hook(hookShutdown, "")
 
-	for _, c := range conns {
-		c.closeWith(closeStatus{code: websocket.StatusGoingAway, reason: reasonShutdown})
-	}
+	// Destroy first: the connection attached to a process is closed by its
+	// destroy, after exit and destroyed (retire). Only then are the others
+	// (no process yet, or one racing the shutdown) closed, so no client
+	// sees a close before the destroy it stands for.
 	var destroyers sync.WaitGroup
 	for _, se := range sessions {
 		destroyers.Go(func() { s.destroySession(se, nil, false) })
 	}
 	destroyers.Wait()
+	for _, c := range conns {
+		c.closeWith(closeStatus{code: websocket.StatusGoingAway, reason: reasonShutdown})
+	}
 
 	// When ctx ends, drop the connections still closing.
 	abort := context.AfterFunc(ctx, func() {
