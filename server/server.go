@@ -175,8 +175,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refuseHTTP answers a request refused before the upgrade, logs the
 // refusal with its reason and counts it.
 func (s *Server) refuseHTTP(w http.ResponseWriter, log *slog.Logger, status int, reason, msg string) {
+	s.m.refused(reason, status) // before the answer: a client that saw it sees it counted
 	http.Error(w, msg, status)
-	s.m.refused(reason, status)
 	log.Info("refused", "reason", reason, "status", status)
 }
 

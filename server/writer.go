@@ -151,10 +151,10 @@ func (c *conn) step() (progressed bool, err error) {
 		// Published before the write: the peer may ack the frame before
 		// Write returns.
 		c.stdoutSent.Store(sent + int64(n))
+		c.srv.m.stdoutSent(n) // counted before too: the peer may see it before Write returns
 		if err := c.writeBuffered(); err != nil {
 			return false, err
 		}
-		c.srv.m.stdoutSent(n)
 		progressed = true
 	case eof && sent == eofOff && !c.eofSent:
 		c.eofSent = true
@@ -182,11 +182,11 @@ func (c *conn) step() (progressed bool, err error) {
 		if n == 0 {
 			break
 		}
+		c.srv.m.stderrSkipped(from - c.stderrSent)
+		c.srv.m.stderrSent(n)
 		if err := c.writeBuffered(); err != nil {
 			return false, err
 		}
-		c.srv.m.stderrSkipped(from - c.stderrSent)
-		c.srv.m.stderrSent(n)
 		c.stderrSent = from + int64(n)
 		progressed = true
 	}
