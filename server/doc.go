@@ -18,8 +18,12 @@
 // and at most one live process per instance.
 //
 // Memory is bounded by the declared windows whatever the peer does: each
-// process holds at most its stdout window and stderr ring, each connection
-// one frame being read and one being written.
+// process holds at most its stdout window, stdin window and stderr ring
+// (taken as bytes arrive, given back as they are acknowledged or consumed),
+// each connection one frame being read and one being written. The server as
+// a whole promises at most Config.MaxMemory: the windows it granted plus the
+// first frames being read; an open or a first frame beyond it is refused
+// with SandboxCapabilityUnavailable{requirement: "resources"}.
 //
 // A child is started by an Executor, by default bridge.Start; an embedding
 // provider may supply its own. Call CheckListenAddr before listening: a
