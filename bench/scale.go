@@ -118,7 +118,12 @@ func serveScale(maxProcs int, stdin io.Reader, stdout io.Writer) error {
 	if _, err := RaiseFDLimit(); err != nil {
 		return err
 	}
-	srv, err := server.New(server.Config{MaxProcesses: maxProcs, Logger: slog.New(slog.DiscardHandler)})
+	// MaxMemory promises every process its default windows, as a server
+	// sized for maxProcs would; what the buffers take is far less, and
+	// that is what the run measures.
+	perProcess := int64(server.DefaultStdoutWindow + server.DefaultStdinWindow + server.DefaultStderrRing)
+	srv, err := server.New(server.Config{MaxProcesses: maxProcs, MaxMemory: int64(maxProcs) * perProcess,
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}
