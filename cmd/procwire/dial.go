@@ -98,6 +98,9 @@ func (c *connFlags) newDialer(rawURL string, stderr io.Writer) (*dialer, error) 
 		HTTPClient: &http.Client{Transport: hl},
 		HTTPHeader: c.headers.h,
 		Logger:     logger,
+		// Every way out of exec destroys the process within this bound,
+		// also when the server is gone.
+		DestroyTimeout: destroyTimeout,
 	}}, nil
 }
 

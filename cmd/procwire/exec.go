@@ -76,6 +76,8 @@ type execFlags struct {
 	env        envFlags
 	inherit    bool
 	statusFile string
+	detach     bool
+	handleFile string
 }
 
 // execute runs a command remotely and mirrors it.
@@ -89,6 +91,8 @@ func execute(ctx context.Context, args []string, io *stdio) int {
 	fs.Var(&f.env, "env", "set `KEY=VALUE` in the remote environment (repeatable)")
 	fs.BoolVar(&f.inherit, "inherit-env", false, "start from the local environment instead of an empty one (never its PROCWIRE_* variables)")
 	fs.StringVar(&f.statusFile, "exit-status-file", "", "write how the remote process ended to `file`: \"exit N\", \"signal NAME\", or \"none\" when exec's status is its own")
+	fs.BoolVar(&f.detach, "detach", false, "start CMD, print its handle (a secret) and exit 0, leaving CMD to \"procwire attach\" within the server's grace")
+	fs.StringVar(&f.handleFile, "handle-file", "", "with --detach, write the handle to `file` (mode 0600) instead of stdout")
 	pos, argv, status, ok := parse(c, fs, args, 1, io, exitFailure)
 	if !ok {
 		return status
@@ -97,12 +101,16 @@ func execute(ctx context.Context, args []string, io *stdio) int {
 		status, _ := usageFailure(c, io, exitFailure, "want URL and CMD")
 		return status
 	}
+	if f.handleFile != "" && !f.detach {
+		status, _ := usageFailure(c, io, exitFailure, "--handle-file goes with --detach")
+		return status
+	}
 	if f.cwd == "" {
 		status, _ := usageFailure(c, io, exitFailure, "--cwd must not be empty")
 		return status
 	}
 	stderr := &lockedWriter{w: io.err} // the copy of remote stderr and our messages share it
-	out := &exitReport{file: f.statusFile, stderr: stderr}
+	out := &exitReport{cmd: "exec", file: f.statusFile, stderr: stderr}
 	fail := func(err error) int { return out.failed(err, exitFailure) }
 
 	d, err := f.newDialer(pos[0], stderr)
@@ -131,17 +139,46 @@ func execute(ctx context.Context, args []string, io *stdio) int {
 	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
 	defer signal.Stop(sigc)
 
-	octx, cancel := context.WithTimeout(ctx, connectTimeout)
-	p, err := client.Open(octx, d.url.String(), f.instance, req, d.opts)
-	cancel()
+	var p *client.Process
+	sig, err := interruptible(ctx, func(ctx context.Context) (err error) {
+		p, err = client.Open(ctx, d.url.String(), f.instance, req, d.opts)
+		return err
+	})
+	if sig != 0 && err != nil {
+		// The client destroys what the open may have started.
+		return out.failed(fmt.Errorf("%v before the process started", sig), 128+int(sig))
+	}
 	if err != nil {
 		return out.failed(openError(d, err, &f, argv[0]))
 	}
-	end := mirror(ctx, p, sigc, io.in, io.out, stderr)
-	if n := p.Stderr().Dropped(); n > 0 {
-		fmt.Fprintf(stderr, "procwire exec: %d bytes of remote stderr dropped\n", n)
+	if f.detach {
+		return detach(p, d, f.handleFile, io.out, out)
 	}
-	return out.mirrored(end)
+	return out.mirrored(p, d.lost(mirror(ctx, p, sigc, io.in, io.out, stderr)))
+}
+
+// interruptible runs connect, bounded by connectTimeout, and cancels it on
+// SIGINT, SIGTERM, SIGHUP or SIGQUIT; it returns the signal that did.
+// The signal is also left to the caller's own channel, if it has one.
+func interruptible(ctx context.Context, connect func(context.Context) error) (syscall.Signal, error) {
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigc)
+	got := make(chan syscall.Signal, 1)
+	go func() {
+		select {
+		case s := <-sigc:
+			got <- s.(syscall.Signal)
+			cancel()
+		case <-cctx.Done():
+			got <- 0
+		}
+	}()
+	err := connect(cctx)
+	cancel()
+	return <-got, err
 }
 
 // openError explains a failed open in one line, with exec's status.
@@ -225,13 +262,13 @@ func mirror(ctx context.Context, p *client.Process, sigc <-chan os.Signal, stdin
 				if sig == syscall.SIGINT {
 					name = frames.SIGINT
 				}
-				forward(ctx, &wg, p, name, stderr)
+				forward(ctx, &wg, p, name)
 			case syscall.SIGPIPE:
 				// The write that raised it reports EPIPE to copyOut.
 			default: // SIGHUP, SIGQUIT
 				if end.local == 0 {
 					end.local = sig.(syscall.Signal)
-					forward(ctx, &wg, p, frames.SIGTERM, stderr)
+					forward(ctx, &wg, p, frames.SIGTERM)
 					t := time.NewTimer(hangupDelay)
 					defer t.Stop()
 					hangup = t.C
@@ -278,14 +315,22 @@ func mirror(ctx context.Context, p *client.Process, sigc <-chan os.Signal, stdin
 	}
 }
 
-// forward sends sig to p without blocking the caller.
-func forward(ctx context.Context, wg *sync.WaitGroup, p *client.Process, sig frames.SignalName, stderr io.Writer) {
+// lost explains a connection lost for good in end.
+func (d *dialer) lost(end ending) ending {
+	if errors.Is(end.err, client.ErrConnectionLost) {
+		end.err = fmt.Errorf("lost the server and could not resume: %w", d.explain(end.err))
+	}
+	return end
+}
+
+// forward sends sig to p without blocking the caller. A signal that
+// cannot be sent needs no word: the handle's end, which then follows,
+// is reported.
+func forward(ctx context.Context, wg *sync.WaitGroup, p *client.Process, sig frames.SignalName) {
 	wg.Go(func() {
 		sctx, cancel := context.WithTimeout(ctx, destroyTimeout)
 		defer cancel()
-		if _, err := p.Signal(sctx, sig); err != nil && !errors.Is(err, client.ErrDestroyed) && !errors.Is(err, context.DeadlineExceeded) {
-			fmt.Fprintf(stderr, "procwire exec: forward %s: %v\n", sig, strings.TrimPrefix(err.Error(), "procwire: "))
-		}
+		_, _ = p.Signal(sctx, sig)
 	})
 }
 
@@ -306,23 +351,27 @@ func copyOut(w io.Writer, r io.Reader) error {
 	}
 }
 
-// exitReport turns how exec ended into its status, its one line on stderr
-// and the --exit-status-file.
+// exitReport turns how exec (or attach) ended into its status, its one
+// line on stderr and the --exit-status-file.
 type exitReport struct {
+	cmd    string // "exec" or "attach"
 	file   string
 	stderr io.Writer
 }
 
 // failed reports err and returns status; nothing remote is mirrored.
 func (r *exitReport) failed(err error, status int) int {
-	fmt.Fprintf(r.stderr, "procwire exec: %s\n", strings.TrimPrefix(err.Error(), "procwire: "))
+	fmt.Fprintf(r.stderr, "procwire %s: %s\n", r.cmd, strings.TrimPrefix(err.Error(), "procwire: "))
 	r.write("none")
 	return status
 }
 
-// mirrored returns the status for how mirror ended; a remote death by a
-// signal, or a local SIGHUP or SIGQUIT, is re-raised first.
-func (r *exitReport) mirrored(end ending) int {
+// mirrored returns the status for how mirror ended with p; a remote death
+// by a signal, or a local SIGHUP or SIGQUIT, is re-raised first.
+func (r *exitReport) mirrored(p *client.Process, end ending) int {
+	if n := p.Stderr().Dropped(); n > 0 {
+		fmt.Fprintf(r.stderr, "procwire %s: %d bytes of remote stderr dropped\n", r.cmd, n)
+	}
 	switch {
 	case end.pipe:
 		r.write("none")
@@ -351,7 +400,7 @@ func (r *exitReport) write(line string) {
 		return
 	}
 	if err := os.WriteFile(r.file, []byte(line+"\n"), 0o644); err != nil {
-		fmt.Fprintf(r.stderr, "procwire exec: --exit-status-file: %v\n", err)
+		fmt.Fprintf(r.stderr, "procwire %s: --exit-status-file: %v\n", r.cmd, err)
 	}
 }
 

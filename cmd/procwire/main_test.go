@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/procwire/procwire/client"
+	"github.com/procwire/procwire/frames"
 	"github.com/procwire/procwire/server"
 )
 
@@ -63,6 +68,7 @@ func testCtx(t *testing.T) context.Context {
 type testServer struct {
 	url string
 	srv *server.Server
+	hs  *httptest.Server
 }
 
 func newServer(t *testing.T, cfg server.Config) *testServer {
@@ -75,7 +81,7 @@ func newServer(t *testing.T, cfg server.Config) *testServer {
 		require.NoError(t, srv.Shutdown(c))
 		hs.Close()
 	})
-	return &testServer{url: "ws" + strings.TrimPrefix(hs.URL, "http") + "/", srv: srv}
+	return &testServer{url: "ws" + strings.TrimPrefix(hs.URL, "http") + "/", srv: srv, hs: hs}
 }
 
 // requireNoProcess fails unless the server holds no process within 2 s.
@@ -142,14 +148,16 @@ func TestVersionMatchesEvidence(t *testing.T) {
 	rev, _, _ := strings.Cut(strings.TrimPrefix(r.stdout, "procwire "), " ")
 	require.Contains(t, r.stdout, "procwire.v1")
 
-	// The provider revision a server reports in evidence is the one
+	// The provider revision that serve reports in evidence is the one
 	// version prints.
-	s := newServer(t, server.Config{})
-	got := runBin(t, "", nil, execArgs(s.url, nil, "sh", "-c", "echo ok")...)
-	require.Equal(t, 0, got.code, got.stderr)
-	require.Equal(t, server.Revision, rev)
-	cfg := server.Config{}
-	require.Empty(t, cfg.ProviderRevision, "serve leaves the provider revision to server.Revision")
+	url := startServe(t)
+	c := testCtx(t)
+	p, err := client.Open(c, url, "version", frames.ProcessRequest{
+		Executable: "true", Arguments: []string{}, WorkingDirectory: "/", Environment: map[string]string{},
+	}, nil)
+	require.NoError(t, err)
+	require.Equal(t, rev, p.Evidence().ProviderRevision)
+	require.NoError(t, p.Destroy(c))
 }
 
 func TestHelpOnStdoutInOneFormat(t *testing.T) {
@@ -159,7 +167,7 @@ func TestHelpOnStdoutInOneFormat(t *testing.T) {
 	for _, alias := range []string{"-h", "--help"} {
 		require.Equal(t, top.stdout, runBin(t, "", nil, alias).stdout)
 	}
-	for _, c := range []string{"serve", "exec", "demo", "version"} {
+	for _, c := range []string{"serve", "exec", "attach", "demo", "version"} {
 		for _, args := range [][]string{{"help", c}, {c, "-h"}, {c, "--help"}} {
 			r := runBin(t, "", nil, args...)
 			require.Equal(t, 0, r.code, args)
@@ -577,4 +585,134 @@ func (h headerSpy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 	}
 	h.next.ServeHTTP(w, r)
+}
+
+// seq is what seq(1) prints from a to b.
+func seq(a, b int) string {
+	var s strings.Builder
+	for i := a; i <= b; i++ {
+		fmt.Fprintf(&s, "%d\n", i)
+	}
+	return s.String()
+}
+
+// exec --detach leaves the process running; attach, from another process,
+// gets every stdout byte, the ones written while nobody was attached
+// included, continues its stdin and mirrors its exit.
+func TestExecDetachAttach(t *testing.T) {
+	s := newServer(t, server.Config{})
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "go")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	handle := filepath.Join(dir, "handle")
+	script := `seq 1 1000; read x <"$0"; seq 1001 3000; read y; echo "stdin $y"; seq 3001 4000; exit 3`
+	r := runBin(t, "", nil, execArgs(s.url, []string{"--detach", "--handle-file", handle}, "sh", "-c", script, fifo)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Empty(t, r.stdout, "the handle went to the file")
+	require.Contains(t, r.stderr, "procwire exec: detached process ")
+	require.Contains(t, r.stderr, "its handle is a secret")
+	fi, err := os.Stat(handle)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	b, err := os.ReadFile(handle)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(b), `{"secret":"procwire process handle: a secret`), "%s", b)
+
+	// The process writes on while nobody is attached.
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = w.WriteString("go\n")
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	held := len(seq(1, 3000))
+	require.Eventually(t, func() bool {
+		st := s.srv.Stats()
+		return len(st.Processes) == 1 && !st.Processes[0].Attached && st.Processes[0].StdoutHeld == held
+	}, testTimeout, 5*time.Millisecond)
+
+	r = runBin(t, "hello\n", nil, "attach", "--handle-file", handle)
+	require.Equal(t, 3, r.code, r.stderr)
+	require.Empty(t, r.stderr)
+	require.Equal(t, seq(1, 3000)+"stdin hello\n"+seq(3001, 4000), r.stdout)
+	s.requireNoProcess(t)
+}
+
+// Without --handle-file the handle is exec's stdout, and attach takes it
+// as an argument.
+func TestExecDetachToStdout(t *testing.T) {
+	s := newServer(t, server.Config{})
+	r := runBin(t, "", nil, execArgs(s.url, []string{"--detach"}, "sh", "-c", "echo hi; cat")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, 1, strings.Count(r.stdout, "\n"), "one line: %q", r.stdout)
+	r = runBin(t, "there\n", nil, "attach", strings.TrimSpace(r.stdout))
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "hi\nthere\n", r.stdout)
+	s.requireNoProcess(t)
+
+	r = runBin(t, "", nil, "attach", `{"url":"ws://127.0.0.1:1/"}`)
+	require.Equal(t, exitFailure, r.code)
+	require.Equal(t, "procwire attach: not a handle printed by procwire exec --detach: url, instance_id, process_id or token missing\n", r.stderr)
+	r = runBin(t, "", nil, "exec", "--handle-file", "h", s.url, "true")
+	require.Equal(t, exitFailure, r.code)
+	require.Equal(t, "procwire exec: --handle-file goes with --detach (run \"procwire help exec\")\n", r.stderr)
+}
+
+// A server that is gone for good ends exec within its grace and the
+// bounded destroy, with one line.
+func TestExecGivesUpWhenTheServerIsGone(t *testing.T) {
+	srv := exec.CommandContext(testCtx(t), binary, "serve", "--addr", "127.0.0.1:0", "--grace", "1s")
+	logs, err := srv.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, srv.Start())
+	served := make(chan struct{})
+	t.Cleanup(func() { <-served })
+	lines := bufio.NewScanner(logs)
+	var url string
+	for url == "" && lines.Scan() {
+		if _, after, ok := strings.Cut(lines.Text(), "url="); ok {
+			url, _, _ = strings.Cut(after, " ")
+		}
+	}
+	go func() {
+		defer close(served)
+		io.Copy(io.Discard, logs)
+		srv.Wait()
+	}()
+	require.NotEmpty(t, url, "serve logged no URL")
+
+	cmd, ready := startBin(t, "", execArgs(url, nil, "sh", "-c", "echo ready; exec sleep 1000")...)
+	<-ready
+	require.NoError(t, srv.Process.Kill())
+	r := cmd.wait(t)
+	require.Equal(t, exitFailure, r.code, r.stderr)
+	host := strings.TrimSuffix(strings.TrimPrefix(url, "ws://"), "/")
+	require.Equal(t, "procwire exec: lost the server and could not resume: nothing listens at "+host+" (connection refused)\n", r.stderr)
+}
+
+// A signal while the server does not answer the handshake ends exec at
+// once, with 128+N.
+func TestExecInterruptedWhileConnecting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+		close(accepted)
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		if c, ok := <-accepted; ok {
+			c.Close()
+		}
+	})
+	cmd, _ := startBin(t, "", execArgs("ws://"+ln.Addr().String()+"/", nil, "true")...)
+	c := <-accepted // the handshake is under way, and never answered
+	defer c.Close()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	r := cmd.wait(t)
+	require.Equal(t, 130, r.code, r.stderr)
+	require.Equal(t, "procwire exec: interrupt before the process started\n", r.stderr)
 }
