@@ -123,6 +123,8 @@ const DEFAULT_DESTROY_TIMEOUT = 10_000;
 const AUTO_DESTROY_TIMEOUT = 10_000;
 const DEFAULT_RESUME_BUDGET = 8;
 const DEFAULT_STDERR_CAP = 4 << 20;
+const DEFAULT_STDOUT_CAP = 64 << 20; // the server's default MaxStdoutWindow
+const DEFAULT_STDIN_CAP = 16 << 20; // the server's default MaxStdinWindow
 const STDIN_CHUNK = 64 * 1024;
 
 /**
@@ -576,7 +578,12 @@ class Proc {
     const stdoutWindow = num(o.stdout_window, "opened.stdout_window");
     const stderrWindow = o.stderr_window;
     const stdinLimit = num(o.stdin_limit, "opened.stdin_limit");
-    if (stdinLimit < 1) throw protocolError("opened.stdin_limit", String(stdinLimit));
+    // What the client accepts: the windows asked for, or the server's
+    // default caps (64 MiB of stdout, 16 MiB of stdin) when none was.
+    const outCap = this.opts.stdoutWindow ?? DEFAULT_STDOUT_CAP;
+    const inCap = this.opts.stdinWindow ?? DEFAULT_STDIN_CAP;
+    if (stdoutWindow > outCap) throw protocolError("opened.stdout_window", `${stdoutWindow} outside the 1..${outCap} asked for`);
+    if (stdinLimit < 1 || stdinLimit > inCap) throw protocolError("opened.stdin_limit", `${stdinLimit} outside the 1..${inCap} asked for`);
     this.token = o.token;
     this.evidence = o.evidence;
     this.grace = clampMs(o.grace_ms);

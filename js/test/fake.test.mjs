@@ -11,14 +11,21 @@ const TOKEN = "3b0e8c1d2f4a6b8c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c"
 
 // fake runs a server whose every connection goes to onConn(ws, req, frames),
 // frames being an async iterator of the client's decoded frames.
-async function fake(onConn) {
-  const wss = new WebSocketServer({ host: "127.0.0.1", port: 0, handleProtocols: () => "procwire.v1" });
+async function fake(onConn, options = {}) {
+  const wss = new WebSocketServer({ host: "127.0.0.1", port: 0, handleProtocols: () => "procwire.v1", ...options });
   await new Promise((r) => wss.on("listening", r));
   wss.on("connection", (ws, request) => {
     const queue = [];
     const waiting = [];
+    let first = true;
     ws.on("message", (data) => {
       const f = decode(data);
+      // A destroy inside a session is answered here, as the server does.
+      if (!first && f.type === "destroy" && f.process_id === undefined && f.instance_id === undefined) {
+        ws.send(encode({ type: "destroyed", process_id: PID }));
+        ws.close(1000);
+      }
+      first = false;
       const w = waiting.shift();
       if (w) w(f);
       else queue.push(f);
@@ -109,6 +116,7 @@ test("tampered evidence on resume: the handle ends naming the field; destroy by 
   assert.deepEqual(await got, { type: "destroy", process_id: PID, token: TOKEN });
   assert.deepEqual(headers[0], { instance: "inst-2", process: undefined });
   assert.deepEqual(headers[1], { instance: "inst-2", process: PID });
+  await p.destroy(); // settles with the destroy the client made itself
   await srv.close();
 });
 
@@ -125,6 +133,7 @@ test("stdout past the window is a protocol violation that ends the handle", asyn
   const p = await openProcess(srv.url, "inst-3", req("cat"));
   await assert.rejects(p.wait(), (e) => e instanceof SandboxProtocolInvalid && e.field === "stdout.data");
   await assert.rejects(p.output.getReader().read(), SandboxProtocolInvalid);
+  await p.destroy(); // settles with the destroy the client made itself
   await srv.close();
 });
 
@@ -142,6 +151,7 @@ test("a second, different exit is a protocol violation; the first stays", async 
   const p = await openProcess(srv.url, "inst-4", req("cat"));
   assert.deepEqual(await p.wait(), { code: 3 });
   await assert.rejects(p.error.getReader().read().then(() => p.signal("SIGTERM")), SandboxProtocolInvalid);
+  await p.destroy(); // settles with the destroy the client made itself
   await srv.close();
 });
 
@@ -168,6 +178,7 @@ test("an open whose answer is lost is repeated with the same open_key", async ()
   for await (const c of p.output) out.push(...c);
   assert.equal(Buffer.from(out).toString(), "once\n");
   assert.deepEqual(await p.wait(), { code: 0 });
+  await p.destroy();
   await srv.close();
 });
 
@@ -217,6 +228,7 @@ test("in-band failures: a signal the server could not deliver, a stdin it could 
   assert.equal(Buffer.from(out).toString(), "still here\n");
   assert.deepEqual(await p.wait(), { code: 7 });
   await assert.rejects(w.write(new Uint8Array([4])), SandboxOperationFailed);
+  await p.destroy();
   await srv.close();
 });
 
@@ -237,5 +249,51 @@ test("a close 1001 without procwire's word is a lost connection that is resumed"
   const p = await openProcess(srv.url, "inst-8", req("cat"), { reconnectMin: 5 });
   assert.deepEqual(await p.wait(), { code: 0 });
   assert.deepEqual(seen, ["open", "resume"]);
+  await p.destroy();
+  await srv.close();
+});
+
+test("a window larger than asked for is refused at open, and the process destroyed", async () => {
+  let destroyed;
+  const got = new Promise((r) => (destroyed = r));
+  const srv = await fake(async ({ next, send }) => {
+    const f = await next();
+    if (f.type !== "open") return;
+    send({ ...(await opened(f)), stdout_window: 8192 });
+    destroyed(await next());
+    send({ type: "destroyed", process_id: PID });
+  });
+  await assert.rejects(openProcess(srv.url, "inst-9", req("cat"), { stdoutWindow: 4096 }), (e) => e instanceof SandboxProtocolInvalid && e.field === "opened.stdout_window");
+  assert.deepEqual(await got, { type: "destroy" });
+  await srv.close();
+});
+
+test("heartbeat: a peer that stops answering pings is dropped and the process resumed", async () => {
+  const seen = [];
+  let firstClosed;
+  const closed = new Promise((r) => (firstClosed = r));
+  const srv = await fake(
+    async ({ ws, next, send }) => {
+      const f = await next();
+      seen.push(f.type);
+      if (f.type === "open") {
+        ws.on("close", () => firstClosed());
+        send({ ...(await opened(f)), heartbeat_ms: 100 });
+      } else if (f.type === "resume") {
+        ws.on("ping", () => ws.pong()); // this connection is alive
+        const o = await opened({ instance_id: "inst-10", request: req("cat") });
+        send({ type: "resumed", process_id: PID, evidence: o.evidence, stdin_received: 0, stdin_limit: 65536 });
+        send({ type: "stdout_eof", off: 0 });
+        send({ type: "exit", code: 0 });
+      }
+    },
+    { autoPong: false }, // this server never answers a ping
+  );
+  const p = await openProcess(srv.url, "inst-10", req("cat"), { reconnectMin: 5 });
+  await closed;
+  assert.deepEqual(await p.wait(), { code: 0 });
+  assert.deepEqual(seen, ["open", "resume"]);
+  await p.destroy();
+  assert.equal(p.progress().connections, 2);
   await srv.close();
 });
