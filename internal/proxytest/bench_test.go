@@ -44,7 +44,7 @@ func benchmarkStdout(b *testing.B, url string) {
 	for range b.N {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		inst := "bench-" + strconv.FormatInt(benchSeq.Add(1), 10)
-		p, err := client.Open(ctx, url, inst, req, &client.Options{Token: token, HTTPHeader: routed(inst)})
+		p, err := client.Open(ctx, url, inst, req, &client.Options{Token: token})
 		require.NoError(b, err)
 		n, err := io.CopyBuffer(io.Discard, onlyReader{p.Stdout()}, buf)
 		require.NoError(b, err)

@@ -23,8 +23,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
-
-	"github.com/procwire/procwire/frames"
 )
 
 //go:embed nginx.conf.tmpl
@@ -418,10 +416,4 @@ func (e *events) wait(ctx context.Context, msg string) error {
 			return fmt.Errorf("waiting for %q: %w", msg, ctx.Err())
 		}
 	}
-}
-
-// routed returns the routing header a client sends for instance inst
-// (the client adds it itself once it sends the routing headers).
-func routed(inst string) http.Header {
-	return http.Header{frames.HeaderInstance: {inst}}
 }

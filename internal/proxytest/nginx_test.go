@@ -35,14 +35,13 @@ func catRequest() frames.ProcessRequest {
 	}
 }
 
-// openCat opens a remote cat on instance inst through url, with the token
-// and the routing header.
+// openCat opens a remote cat on instance inst through url with the token.
+// The client sends the routing headers itself.
 func openCat(ctx context.Context, t *testing.T, url, inst string, log *slog.Logger) *client.Process {
 	t.Helper()
 	p, err := client.Open(ctx, url, inst, catRequest(), &client.Options{
-		Token:      token,
-		HTTPHeader: routed(inst),
-		Logger:     log,
+		Token:  token,
+		Logger: log,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Destroy(context.Background()) })
@@ -310,7 +309,7 @@ func TestNginxTokenAuth(t *testing.T) {
 	for _, tok := range []string{"", "wrong-token-0123456789abcdef"} {
 		rec := &lastStatus{rt: http.DefaultTransport}
 		_, err := client.Open(ctx, wsURL(ng.addr), "nginx-auth", catRequest(), &client.Options{
-			Token: tok, HTTPHeader: routed("nginx-auth"), HTTPClient: &http.Client{Transport: rec},
+			Token: tok, HTTPClient: &http.Client{Transport: rec},
 		})
 		require.Error(t, err, "token %q", tok)
 		require.Equal(t, int64(http.StatusUnauthorized), rec.status.Load(), "token %q", tok)
