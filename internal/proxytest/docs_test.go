@@ -28,3 +28,12 @@ func TestDocsNginxConfigIsTheTestedOne(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, fenced(t, string(doc), "nginx"))
 }
+
+// TestDocsCaddyfileIsTheTestedOne: the same for Caddyfile.tmpl.
+func TestDocsCaddyfileIsTheTestedOne(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/proxies.md")
+	require.NoError(t, err)
+	want, err := renderCaddy(nginxConfig{Listen: "127.0.0.1:8080", Backends: []string{"127.0.0.1:7777", "127.0.0.1:7778"}})
+	require.NoError(t, err)
+	require.Equal(t, want, fenced(t, string(doc), "caddyfile"))
+}

@@ -307,10 +307,8 @@ func TestNginxTokenAuth(t *testing.T) {
 	ctx := testCtx(t)
 
 	for _, tok := range []string{"", "wrong-token-0123456789abcdef"} {
-		rec := &lastStatus{rt: http.DefaultTransport}
-		_, err := client.Open(ctx, wsURL(ng.addr), "nginx-auth", catRequest(), &client.Options{
-			Token: tok, HTTPClient: &http.Client{Transport: rec},
-		})
+		rec := &lastStatus{rt: httpTransport()}
+		_, err := openWith(ctx, wsURL(ng.addr), "nginx-auth", tok, rec)
 		require.Error(t, err, "token %q", tok)
 		require.Equal(t, int64(http.StatusUnauthorized), rec.status.Load(), "token %q", tok)
 	}
@@ -331,6 +329,17 @@ func TestNginxTokenAuth(t *testing.T) {
 	require.Contains(t, logs, "peer=127.0.0.1:")
 	require.NotContains(t, logs, token)
 	require.NotContains(t, logs, "wrong-token-0123456789abcdef")
+}
+
+// httpTransport is a transport of the test's own, its idle connections
+// closed with the test.
+func httpTransport() *http.Transport {
+	return http.DefaultTransport.(*http.Transport).Clone()
+}
+
+// openWith opens a remote cat with token tok, dialling through rt.
+func openWith(ctx context.Context, url, inst, tok string, rt http.RoundTripper) (*client.Process, error) {
+	return client.Open(ctx, url, inst, catRequest(), &client.Options{Token: tok, HTTPClient: &http.Client{Transport: rt}})
 }
 
 // lastStatus is a RoundTripper that remembers the status of the last
