@@ -35,7 +35,7 @@ const (
 	outputDelay = 2 * time.Second
 	// hangupDelay bounds how long a process sent SIGTERM for a local SIGHUP
 	// or SIGQUIT has to exit before it is destroyed.
-	hangupDelay = time.Second
+	hangupDelay = 500 * time.Millisecond
 	// destroyTimeout bounds the destroy every way out of exec runs.
 	destroyTimeout = 5 * time.Second
 )
@@ -56,7 +56,7 @@ before or after URL; CMD starts after "--" or at the first argument after
 URL that is not a flag.
 
 SIGHUP and SIGQUIT, which the wire cannot carry, send SIGTERM and destroy the
-process 1s later if it has not exited; a closed local stdout (EPIPE or
+process 0.5s later if it has not exited; a closed local stdout (EPIPE or
 SIGPIPE) destroys it and exits 141; every other way out destroys it first.
 
 Exit status: the remote one; 125 when procwire failed (usage, connection,
