@@ -78,7 +78,7 @@ type Process struct {
 // Signals the server ignores (SIG_IGN) stay ignored in the child, as with
 // any exec; signals the Go runtime handles are reset to their defaults.
 func Start(req Request, cfg *Config) (*Process, error) {
-	c, err := cfg.resolve()
+	c, err := cfg.Resolve()
 	if err != nil {
 		return nil, fmt.Errorf("start process: %w", err)
 	}

@@ -153,7 +153,7 @@ func TestConfig(t *testing.T) {
 	_, err = Start(shReq(t, "true"), &Config{DestroyWait: -1})
 	require.ErrorIs(t, err, ErrInvalidConfig)
 
-	c, err := (&Config{StdoutWindow: 7}).resolve()
+	c, err := (&Config{StdoutWindow: 7}).Resolve()
 	require.NoError(t, err)
 	want := *DefaultConfig()
 	want.StdoutWindow = 7

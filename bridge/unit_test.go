@@ -7,23 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/procwire/procwire/frames"
 	"github.com/stretchr/testify/require"
 )
-
-func TestSignalNames(t *testing.T) {
-	for n, want := range map[int]string{
-		1: "SIGHUP", 2: "SIGINT", 9: "SIGKILL", 15: "SIGTERM", 31: "SIGSYS",
-		32: "SIGRTMIN+0", 34: "SIGRTMIN+2", 64: "SIGRTMIN+32", 65: "SIG65",
-	} {
-		require.Equal(t, want, signalName(n), "signal %d", n)
-	}
-	for n := 1; n <= sigRTMax; n++ {
-		require.True(t, frames.ExitSignalName(signalName(n)), "signal %d is named %q, outside the wire's vocabulary", n, signalName(n))
-	}
-	require.Equal(t, "signal SIGTERM", ExitStatus{Signal: "SIGTERM"}.String())
-	require.Equal(t, "exit 3", ExitStatus{Code: 3}.String())
-}
 
 // TestQueueAgainstShadow runs random pushes, peeks and discards against a
 // plain slice.

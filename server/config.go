@@ -82,7 +82,7 @@ type Config struct {
 	// lost. nil admits every instance.
 	Admit func(ctx context.Context, instanceID string) *frames.Error
 
-	// Executor starts children; nil means BridgeExecutor.
+	// Executor starts children; nil means BridgeExecutor (Linux only).
 	Executor Executor
 
 	// StdoutWindow is the stdout window of an open that asks for none
@@ -179,7 +179,11 @@ func (c Config) withDefaults() (Config, error) {
 		c.ProviderRevision = Revision
 	}
 	if c.Executor == nil {
-		c.Executor = BridgeExecutor{}
+		e, err := defaultExecutor()
+		if err != nil {
+			return c, err
+		}
+		c.Executor = e
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

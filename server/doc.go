@@ -25,7 +25,8 @@
 // first frames being read; an open or a first frame beyond it is refused
 // with SandboxCapabilityUnavailable{requirement: "resources"}.
 //
-// A child is started by an Executor, by default bridge.Start; an embedding
-// provider may supply its own. Call CheckListenAddr before listening: a
+// A child is started by an Executor, by default bridge.Start (Linux); an
+// embedding provider may supply its own, keeping the contract of package
+// proc, and the package then builds on any platform. Call CheckListenAddr before listening: a
 // server without a token must listen on loopback only.
 package server

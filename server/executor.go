@@ -5,21 +5,22 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/procwire/procwire/bridge"
+	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
 
-// Process is a running child as the server uses it. *bridge.Process
-// implements it; an embedding provider's Executor may return its own.
-// Implementations must be safe for concurrent use. Notify has one consumer,
-// the server.
+// Process is a running child as the server uses it, pull-shaped: the server
+// reads the buffers and the exit when Notify says something changed.
+// *bridge.Process implements it on Linux; an embedding provider's Executor
+// may return its own, keeping the contract of package proc. Implementations
+// must be safe for concurrent use. Notify has one consumer, the server.
 type Process interface {
 	// Pid returns the child's process id (for logs and Stats).
 	Pid() int
 	// StartedAt returns when the child was started.
 	StartedAt() time.Time
 	// PushStdin copies b into the stdin queue, which holds at most the
-	// bridge.Config.StdinWindow given to Start. The server never pushes
+	// proc.Config.StdinWindow given to Start. The server never pushes
 	// past the credit it granted.
 	PushStdin(b []byte) error
 	// CloseStdin half-closes stdin after the last pushed byte.
@@ -38,39 +39,36 @@ type Process interface {
 	// Done is closed when the exit is published.
 	Done() <-chan struct{}
 	// Exit returns the published exit status; ok is false before.
-	Exit() (status bridge.ExitStatus, ok bool)
+	Exit() (status proc.ExitStatus, ok bool)
 	// Signal sends SIGINT, SIGTERM or SIGKILL to the child's process
 	// group; delivered is false when the child had already exited.
 	Signal(sig syscall.Signal) (delivered bool, err error)
-	// Destroy kills the group, reaps it and releases its resources; it is
-	// bounded, idempotent and keeps the buffers readable.
+	// Destroy kills the whole containment, reaps it and releases its
+	// resources; it is bounded and keeps the buffers readable. It returns
+	// nil only when nothing of the containment survives, and once it did,
+	// always; after an error (a *proc.SurvivorsError naming what survived)
+	// a later call tries again.
 	Destroy() error
 }
-
-var _ Process = (*bridge.Process)(nil)
 
 // Executor starts the child of an open frame. Start is called
 // concurrently, once per open.
 //
-// Start must honour cfg: the stdout buffer holds cfg.StdoutWindow bytes, the
-// stderr ring cfg.StderrRing bytes and the stdin queue cfg.StdinWindow bytes,
-// because the server announces those windows to the client. An error that is
-// (or wraps) a *bridge.StartError is answered with its Reason,
-// anything else as reason "start_failed". ctx ends when the connection that
-// asked for the process is lost.
+// Start must keep the executor contract of package proc: the windows of
+// cfg (the server announces them to the client), the order of stdout EOF
+// and exit, a Destroy that ends the whole containment and reports what
+// survived, and cfg.RunAs. An error that is (or wraps) a *proc.StartError
+// is answered with its Reason, anything else as reason "start_failed". ctx
+// ends when the connection that asked for the process is lost.
 type Executor interface {
-	Start(ctx context.Context, req bridge.Request, cfg bridge.Config) (Process, error)
+	Start(ctx context.Context, req proc.Request, cfg proc.Config) (Process, error)
 }
 
-// BridgeExecutor is the default Executor: it starts the child with
-// bridge.Start on this machine.
-type BridgeExecutor struct{}
-
-// Start calls bridge.Start.
-func (BridgeExecutor) Start(_ context.Context, req bridge.Request, cfg bridge.Config) (Process, error) {
-	p, err := bridge.Start(req, &cfg)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+// Contained is implemented by an Executor that knows how it contains its
+// children's process trees; the server logs it at start and reports it in
+// Stats.
+type Contained interface {
+	// Containment names it, such as "cgroup", "pid_namespace" or
+	// "process_group".
+	Containment() string
 }

@@ -13,9 +13,9 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/procwire/procwire/bridge"
 	"github.com/procwire/procwire/credit"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
 
@@ -123,7 +123,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 	defer close(po.done)
 
 	cfg := &s.cfg
-	bcfg := bridge.Config{
+	bcfg := proc.Config{
 		StdoutWindow: clampWindow(f.StdoutWindow, cfg.StdoutWindow, cfg.MaxStdoutWindow),
 		StdinWindow:  clampWindow(f.StdinWindow, cfg.StdinWindow, cfg.MaxStdinWindow),
 		StderrRing:   cfg.StderrRing,
@@ -138,7 +138,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		s.mu.Unlock()
 		return c.refuse(resourcesError(opOpen, "the process's windows do not fit the server's memory budget")), false
 	}
-	req := bridge.Request{
+	req := proc.Request{
 		Executable:       f.Request.Executable,
 		Arguments:        f.Request.Arguments,
 		WorkingDirectory: f.Request.WorkingDirectory,
@@ -249,8 +249,8 @@ func (s *Server) reopen(c *conn, se *session) (st closeStatus, ok bool) {
 
 // startError turns an Executor's error into the error frame answering open.
 func startError(err error) *frames.Error {
-	reason := bridge.ReasonStartFailed
-	var se *bridge.StartError
+	reason := proc.ReasonStartFailed
+	var se *proc.StartError
 	if errors.As(err, &se) {
 		reason = se.Reason
 	}

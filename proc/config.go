@@ -1,6 +1,4 @@
-//go:build linux
-
-package bridge
+package proc
 
 import (
 	"fmt"
@@ -17,7 +15,7 @@ const (
 )
 
 // Config bounds the memory and the waits of one Process. A zero field takes
-// its default; a negative one is rejected by Start with ErrInvalidConfig.
+// its default; a negative one is rejected by Resolve with ErrInvalidConfig.
 type Config struct {
 	// StdoutWindow is the capacity of the stdout replay buffer: the most
 	// bytes the child can have written that the server has not acked.
@@ -34,6 +32,21 @@ type Config struct {
 	ExitWait time.Duration
 	// DestroyWait bounds Destroy.
 	DestroyWait time.Duration
+	// RunAs, when set, is the user and groups the child runs as; nil runs
+	// it as the server's own user.
+	RunAs *User
+}
+
+// User is an identity a child runs as: a user id, a primary group and the
+// supplementary groups (none when empty).
+type User struct {
+	UID, GID uint32
+	Groups   []uint32
+}
+
+// String returns "uid 65534 gid 65534".
+func (u *User) String() string {
+	return fmt.Sprintf("uid %d gid %d", u.UID, u.GID)
 }
 
 // DefaultConfig returns a Config with every field at its default.
@@ -47,8 +60,9 @@ func DefaultConfig() *Config {
 	}
 }
 
-// resolve returns a copy of c with defaults filled in; nil means defaults.
-func (c *Config) resolve() (Config, error) {
+// Resolve returns a copy of c with defaults filled in (nil means every
+// default), or an error wrapping ErrInvalidConfig for a negative field.
+func (c *Config) Resolve() (Config, error) {
 	d := *DefaultConfig()
 	if c == nil {
 		return d, nil
