@@ -10,10 +10,11 @@ import "time"
 // only once Destroy has killed the group.
 func (p *Process) waitChild() {
 	defer close(p.waitDone)
-	st, err := waitExited(p.pid)
+	st, err := p.pidfd.waitExited()
 	if err != nil {
 		// Only if the server ignores SIGCHLD, so that the kernel reaped the
-		// child for us and its status is lost.
+		// child for us and its status is lost, or if something in the server
+		// reaps children it does not own (wait4(-1)).
 		st = ExitStatus{Code: 255}
 	}
 	// Wait for both output pipes to end, so that the exit follows the last
@@ -40,8 +41,9 @@ wait:
 
 	<-p.destroyCh
 	if err == nil {
-		// Fails only if something else in the server reaps children it does
-		// not own (wait4(-1)); then there is nothing left to reap.
-		_ = reap(p.pid)
+		// Only now that Destroy killed the group may the leader, whose pid
+		// is the group id, be reaped.
+		_ = p.pidfd.reap()
 	}
+	_ = p.pidfd.close()
 }

@@ -22,6 +22,7 @@ import (
 type Process struct {
 	cfg       Config // immutable after Start
 	pid       int    // also the process group id: the child is its group's leader
+	pidfd     *pidfd // the child's, on the poller; only waitChild uses it
 	startedAt time.Time
 	notify    chan struct{} // capacity 1; see Notify
 
@@ -125,11 +126,12 @@ func Start(req Request, cfg *Config) (*Process, error) {
 
 	// Fd puts the child's ends in blocking mode, as a child expects; ours
 	// stay non-blocking, on the poller, so Close unblocks a pending Read.
+	pidFD := -1
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Dir:   req.WorkingDirectory,
 		Env:   env, // never nil, so nothing is inherited
 		Files: []uintptr{inR.Fd(), outW.Fd(), errW.Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: &pidFD},
 	})
 	started := time.Now()
 	inR.Close()
@@ -139,10 +141,20 @@ func Start(req Request, cfg *Config) (*Process, error) {
 		closeAll()
 		return nil, forkFailure(err)
 	}
+	pfd, err := newPidfd(pidFD)
+	if err != nil {
+		// Without a pidfd the child cannot be waited for: end it.
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_, _ = syscall.Wait4(pid, nil, 0, nil)
+		closeAll()
+		return nil, startFailure(ReasonStartFailed, err)
+	}
 
 	p := &Process{
 		cfg:        c,
 		pid:        pid,
+		pidfd:      pfd,
 		startedAt:  started,
 		notify:     make(chan struct{}, 1),
 		stdinW:     inW,

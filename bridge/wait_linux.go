@@ -4,6 +4,8 @@ package bridge
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -14,8 +16,9 @@ import (
 
 // waitid(2) constants and the siginfo_t layout for SIGCHLD.
 const (
-	pPID    = 1
+	pPIDFD  = 3
 	wEXITED = 0x4
+	wNOHANG = 0x1
 	wNOWAIT = 0x1000000
 
 	cldExited = 1
@@ -25,46 +28,92 @@ const (
 	// si_signo, si_errno, si_code, then the union, aligned like a pointer;
 	// in it si_pid, si_uid, si_status (mips orders the header differently).
 	siCodeOff   = 8
-	siStatusOff = (12+unsafe.Sizeof(uintptr(0))-1)&^(unsafe.Sizeof(uintptr(0))-1) + 8
+	siPidOff    = (12 + unsafe.Sizeof(uintptr(0)) - 1) &^ (unsafe.Sizeof(uintptr(0)) - 1)
+	siStatusOff = siPidOff + 8
 )
 
-// waitExited blocks until child pid has exited and returns its status,
-// leaving it a zombie (WNOWAIT).
-func waitExited(pid int) (ExitStatus, error) {
+// pidfd is a process file descriptor for the child, on the runtime's
+// poller: waiting for the child's exit parks a goroutine, never an OS
+// thread (os.Process.Wait, even with a pidfd, blocks a thread in waitid).
+type pidfd struct {
+	f  *os.File
+	rc syscall.RawConn
+}
+
+// newPidfd takes over fd, a pidfd from clone(CLONE_PIDFD).
+func newPidfd(fd int) (*pidfd, error) {
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("pidfd: %w", err)
+	}
+	// A non-blocking descriptor goes on the poller.
+	f := os.NewFile(uintptr(fd), "pidfd")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("pidfd: %w", err)
+	}
+	return &pidfd{f: f, rc: rc}, nil
+}
+
+// waitExited waits until the child has exited and returns its status,
+// leaving it a zombie (WNOWAIT): the goroutine sleeps on the poller until
+// the pidfd turns readable, then asks waitid with WNOHANG.
+func (p *pidfd) waitExited() (ExitStatus, error) {
+	var (
+		st      ExitStatus
+		waitErr error
+	)
+	err := p.rc.Read(func(fd uintptr) bool {
+		var exited bool
+		st, exited, waitErr = waitid(fd, wEXITED|wNOWAIT|wNOHANG)
+		return exited || waitErr != nil
+	})
+	if err != nil {
+		return ExitStatus{}, err
+	}
+	return st, waitErr
+}
+
+// reap collects the exited child. It does not block: the child has exited.
+func (p *pidfd) reap() error {
+	var err error
+	cerr := p.rc.Control(func(fd uintptr) { _, _, err = waitid(fd, wEXITED|wNOHANG) })
+	return errors.Join(cerr, err)
+}
+
+// close releases the pidfd.
+func (p *pidfd) close() error { return p.f.Close() }
+
+// waitid calls waitid(P_PIDFD, fd, options). exited is false when WNOHANG
+// found the child still running.
+func waitid(fd uintptr, options int) (st ExitStatus, exited bool, err error) {
 	var info [16]uint64 // siginfo_t is 128 bytes
 	for {
-		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
-			uintptr(unsafe.Pointer(&info)), wEXITED|wNOWAIT, 0, 0)
+		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPIDFD, fd,
+			uintptr(unsafe.Pointer(&info)), uintptr(options), 0, 0)
 		if e == syscall.EINTR {
 			continue
 		}
 		if e != 0 {
-			return ExitStatus{}, e
+			return ExitStatus{}, false, e
 		}
 		break
 	}
 	b := unsafe.Slice((*byte)(unsafe.Pointer(&info)), len(info)*8)
+	if binary.NativeEndian.Uint32(b[siPidOff:]) == 0 {
+		return ExitStatus{}, false, nil // WNOHANG: still running
+	}
 	code := int32(binary.NativeEndian.Uint32(b[siCodeOff:]))
 	status := int(int32(binary.NativeEndian.Uint32(b[siStatusOff:])))
 	switch code {
 	case cldExited:
-		return ExitStatus{Code: status & 0xff}, nil
+		return ExitStatus{Code: status & 0xff}, true, nil
 	case cldKilled, cldDumped:
-		return ExitStatus{Signal: signalName(status)}, nil
+		return ExitStatus{Signal: signalName(status)}, true, nil
 	}
 	// WEXITED reports nothing else; keep the information if it ever does.
-	return ExitStatus{Code: 255}, nil
-}
-
-// reap collects the exited child pid.
-func reap(pid int) error {
-	var ws syscall.WaitStatus
-	for {
-		_, err := syscall.Wait4(pid, &ws, 0, nil)
-		if err != syscall.EINTR {
-			return err
-		}
-	}
+	return ExitStatus{Code: 255}, true, nil
 }
 
 // waitGroupGone waits until process group pgid has no live member (zombies
