@@ -3,7 +3,10 @@
 package bridge
 
 import (
+	"bytes"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -26,5 +29,35 @@ func BenchmarkStdoutHeadC(b *testing.B) {
 		c.toEOF()
 		require.Equal(b, int64(size), c.n)
 		require.NoError(b, p.Destroy())
+	}
+}
+
+// BenchmarkDestroyTree measures, per containment, the time from Destroy to
+// "nothing left" (Destroy's return, which waits for it) for a tree of 10
+// processes (a shell and 9 sleepers), and reports its median as
+// p50-destroy-ns: go test -run '^$' -bench DestroyTree -benchtime 100x ./bridge
+func BenchmarkDestroyTree(b *testing.B) {
+	for _, kind := range []string{ContainCgroup, ContainPIDNamespace, ContainProcessGroup} {
+		b.Run(kind, func(b *testing.B) {
+			c, err := NewContainment(ContainOptions{Kind: kind})
+			if err != nil {
+				b.Skipf("this machine does not allow it: %v", err)
+			}
+			var times []time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				req := shReq(b, `i=0; while [ $i -lt 9 ]; do sleep 300 & i=$((i+1)); done; echo started; wait`)
+				p, err := c.Start(req, nil)
+				require.NoError(b, err)
+				var out bytes.Buffer
+				newConsumer(b, p, &out).until("started", func() bool { return out.Len() > 0 })
+				b.StartTimer()
+				t0 := time.Now()
+				require.NoError(b, p.Destroy())
+				times = append(times, time.Since(t0))
+			}
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-destroy-ns")
+		})
 	}
 }

@@ -7,10 +7,10 @@ import "time"
 // waitChild is the one goroutine that waits for the child. It observes the
 // exit without reaping (so the group id stays ours), publishes it when stdout
 // reached EOF or ExitWait later, whichever is first, and reaps the child
-// only once Destroy has killed the group.
+// (or the init) only once Destroy has killed the containment.
 func (p *Process) waitChild() {
 	defer close(p.waitDone)
-	st, err := p.pidfd.waitExited()
+	st, err := p.childExit()
 	if err != nil {
 		// Only if the server ignores SIGCHLD, so that the kernel reaped the
 		// child for us and its status is lost, or if something in the server
@@ -40,10 +40,30 @@ wait:
 	p.changed()
 
 	<-p.destroyCh
-	if err == nil {
-		// Only now that Destroy killed the group may the leader, whose pid
-		// is the group id, be reaped.
+	// Only now that Destroy killed the containment may the leader, whose
+	// pid is the group id, be reaped; an init may still be dying.
+	if _, err := p.pidfd.waitExited(); err == nil {
 		_ = p.pidfd.reap()
 	}
 	_ = p.pidfd.close()
+	if p.statusR != nil {
+		_ = p.statusR.Close()
+	}
+}
+
+// childExit waits for the child's exit: the child's own, or in a PID
+// namespace what its init reports; when the init died without a report
+// (SIGKILL), the init's.
+func (p *Process) childExit() (ExitStatus, error) {
+	if p.status != nil {
+		word, n, err := initStatus(p.status)
+		switch {
+		case err != nil:
+		case word == "exit":
+			return ExitStatus{Code: n & 0xff}, nil
+		case word == "signal":
+			return ExitStatus{Signal: signalName(n)}, nil
+		}
+	}
+	return p.pidfd.waitExited()
 }

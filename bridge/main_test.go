@@ -9,5 +9,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	MaybeRunInit() // this binary is the init of ContainPIDNamespace's tests
 	goleak.VerifyTestMain(m)
 }

@@ -3,12 +3,17 @@
 package bridge
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
 
@@ -21,8 +26,13 @@ import (
 // unrelated process group.
 type Process struct {
 	cfg       Config // immutable after Start
-	pid       int    // also the process group id: the child is its group's leader
-	pidfd     *pidfd // the child's, on the poller; only waitChild uses it
+	pid       int    // also the process group id: the child (or the init) is its group's leader
+	pidfd     *pidfd // the child's (or the init's), on the poller; only waitChild uses it
+	contain   *Containment
+	cgroup    *cgroup       // ContainCgroup: the process's own cgroup
+	statusR   *os.File      // ContainPIDNamespace: the init's status pipe; closed by waitChild
+	status    *bufio.Reader // on statusR
+	pidns     string        // ContainPIDNamespace: the namespace, as /proc/PID/ns/pid names it
 	startedAt time.Time
 	notify    chan struct{} // capacity 1; see Notify
 
@@ -66,19 +76,29 @@ type Process struct {
 	stderrDone chan struct{}
 	waitDone   chan struct{}
 
-	destroyOnce sync.Once
-	destroyErr  error // Destroy's result, set once
+	destroyMu    sync.Mutex // serialises Destroy; guards the two below
+	destroyStart bool       // the first Destroy began the teardown
+	destroyed    bool       // a Destroy succeeded: nothing is left
 }
 
-// Start validates req, starts the child and its pumps. A nil cfg means
-// DefaultConfig. Validation and start failures are *StartError.
-//
-// The child runs in a new process group, with Pdeathsig SIGKILL so that it
-// dies if the server dies (Linux ties Pdeathsig to the thread that forked; Go
-// ends a thread only when a goroutine locked to it exits without unlocking).
-// Signals the server ignores (SIG_IGN) stay ignored in the child, as with
-// any exec; signals the Go runtime handles are reset to their defaults.
+// Start starts req in DefaultContainment; see Containment.Start.
 func Start(req Request, cfg *Config) (*Process, error) {
+	return DefaultContainment().Start(req, cfg)
+}
+
+// Start validates req, starts the child in the containment and starts its
+// pumps. A nil cfg means DefaultConfig. Validation and start failures are
+// *StartError.
+//
+// The child runs in a new process group (in ContainPIDNamespace, under the
+// init, which leads the group the server sees), as cfg.RunAs when set, with
+// only stdin, stdout and stderr open, and with Pdeathsig SIGKILL so that it
+// dies if the server dies (Linux ties Pdeathsig to the thread that forked;
+// Go ends a thread only when a goroutine locked to it exits without
+// unlocking). Signals the server ignores (SIG_IGN) stay ignored in the
+// child, as with any exec; signals the Go runtime handles are reset to their
+// defaults.
+func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 	c, err := cfg.Resolve()
 	if err != nil {
 		return nil, fmt.Errorf("start process: %w", err)
@@ -124,22 +144,62 @@ func Start(req Request, cfg *Config) (*Process, error) {
 		return nil, startFailure(ReasonStartFailed, err)
 	}
 
+	pidFD := -1
+	sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: &pidFD}
+	if u := c.RunAs; u != nil {
+		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: append([]uint32{}, u.Groups...)}
+	}
 	// Fd puts the child's ends in blocking mode, as a child expects; ours
 	// stay non-blocking, on the poller, so Close unblocks a pending Read.
-	pidFD := -1
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
+	attr := &syscall.ProcAttr{
 		Dir:   req.WorkingDirectory,
 		Env:   env, // never nil, so nothing is inherited
 		Files: []uintptr{inR.Fd(), outW.Fd(), errW.Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: &pidFD},
-	})
+		Sys:   sys,
+	}
+	execPath, execArgv := path, argv
+	var (
+		cg      *cgroup
+		statusR *os.File
+		statusW *os.File
+	)
+	switch ct.kind {
+	case ContainCgroup:
+		var fd int
+		if cg, fd, err = ct.newCgroup(); err != nil {
+			closeAll()
+			return nil, startFailure(ReasonStartFailed, err)
+		}
+		defer syscall.Close(fd)
+		sys.UseCgroupFD, sys.CgroupFD = true, fd
+	case ContainPIDNamespace:
+		if statusR, statusW, err = pipe(); err != nil {
+			closeAll()
+			return nil, startFailure(ReasonStartFailed, err)
+		}
+		sys.Cloneflags = syscall.CLONE_NEWPID
+		attr.Files = append(attr.Files, statusW.Fd())
+		attr.Env = []string{initEnv}
+		execPath, execArgv = "/proc/self/exe", initArgs(path, argv, env)
+	}
+	closeOnExecFrom3()
+	pid, err := syscall.ForkExec(execPath, execArgv, attr)
 	started := time.Now()
 	inR.Close()
 	outW.Close()
 	errW.Close()
-	if err != nil {
+	if statusW != nil {
+		statusW.Close()
+	}
+	fail := func(err error) (*Process, error) {
 		closeAll()
-		return nil, forkFailure(err)
+		if cg != nil {
+			_ = cg.remove()
+		}
+		return nil, err
+	}
+	if err != nil {
+		return fail(forkFailure(err))
 	}
 	pfd, err := newPidfd(pidFD)
 	if err != nil {
@@ -147,14 +207,38 @@ func Start(req Request, cfg *Config) (*Process, error) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		_, _ = syscall.Wait4(pid, nil, 0, nil)
-		closeAll()
-		return nil, startFailure(ReasonStartFailed, err)
+		if cg != nil {
+			_ = cg.kill()
+			_, _ = cg.waitEmpty(time.Now().Add(c.DestroyWait))
+		}
+		return fail(startFailure(ReasonStartFailed, err))
+	}
+	var status *bufio.Reader
+	if statusR != nil {
+		// The init says whether it could start the child.
+		status = bufio.NewReader(statusR)
+		word, n, err := initStatus(status)
+		if err != nil || word != "started" {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			if _, werr := pfd.waitExited(); werr == nil {
+				_ = pfd.reap()
+			}
+			_ = pfd.close()
+			if err == nil && word == "error" {
+				return fail(forkFailure(syscall.Errno(n)))
+			}
+			return fail(startFailure(ReasonStartFailed, fmt.Errorf("init of the PID namespace: %q, %w", word, err)))
+		}
 	}
 
 	p := &Process{
 		cfg:        c,
 		pid:        pid,
 		pidfd:      pfd,
+		contain:    ct,
+		cgroup:     cg,
+		statusR:    statusR,
+		status:     status,
 		startedAt:  started,
 		notify:     make(chan struct{}, 1),
 		stdinW:     inW,
@@ -169,6 +253,9 @@ func Start(req Request, cfg *Config) (*Process, error) {
 		stderrDone: make(chan struct{}),
 		waitDone:   make(chan struct{}),
 	}
+	if ct.kind == ContainPIDNamespace {
+		p.pidns, _ = os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	}
 	p.inCond = sync.NewCond(&p.inMu)
 	p.outCond = sync.NewCond(&p.outMu)
 	go p.pumpStdin()
@@ -178,7 +265,8 @@ func Start(req Request, cfg *Config) (*Process, error) {
 	return p, nil
 }
 
-// Pid returns the child's process id, which is also its process group id.
+// Pid returns the child's process id, which is also its process group id;
+// in ContainPIDNamespace, the init's.
 func (p *Process) Pid() int { return p.pid }
 
 // StartedAt returns when the child was started.
@@ -304,42 +392,49 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 	return true, nil
 }
 
-// Destroy tears the process down: SIGKILL to the group, close our ends of the
-// pipes (which unblocks the pumps even if an escaped process holds the other
+// Destroy tears the process down: SIGKILL to the whole containment (the
+// cgroup, the PID namespace or the process group), close our ends of the
+// pipes (which unblocks the pumps even if a descendant holds the other
 // ends), wait for every goroutine and the reap of the child, and wait until
-// no live process of the group remains; all within Config.DestroyWait, else a
-// *DestroyTimeoutError (the goroutines still end on their own). It is
-// idempotent and safe concurrently: every call returns the first call's
-// result. After it, Exit reports the real status (SIGKILL if it was killed).
-// Destroy keeps the buffers, so Stdout and Stderr can still be replayed.
+// nothing of the containment is alive; all within Config.DestroyWait.
+//
+// It returns nil only when nothing survives, and from then on always nil.
+// Otherwise it returns a *SurvivorsError naming the processes still alive,
+// or a *DestroyTimeoutError naming the step still pending, and a later call
+// kills again and waits again. It is safe concurrently. After it, Exit
+// reports the real status (SIGKILL if it was killed). Destroy keeps the
+// buffers, so Stdout and Stderr can still be replayed.
 func (p *Process) Destroy() error {
-	p.destroyOnce.Do(func() { p.destroyErr = p.destroy() })
-	return p.destroyErr
-}
+	p.destroyMu.Lock()
+	defer p.destroyMu.Unlock()
+	if p.destroyed {
+		return nil
+	}
+	deadline := time.Now().Add(p.cfg.DestroyWait)
+	timer := time.NewTimer(p.cfg.DestroyWait)
+	defer timer.Stop()
+	if !p.destroyStart {
+		p.destroyStart = true
+		p.mu.Lock()
+		p.destroying = true
+		p.kill()
+		p.mu.Unlock()
+		close(p.destroyCh) // only now may the leader be reaped
 
-func (p *Process) destroy() error {
-	deadline := time.NewTimer(p.cfg.DestroyWait)
-	defer deadline.Stop()
-
-	p.mu.Lock()
-	p.destroying = true
-	// Kill the leader too, in case it moved itself to another group.
-	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-	_ = syscall.Kill(p.pid, syscall.SIGKILL)
-	p.mu.Unlock()
-	close(p.destroyCh) // only now may the leader be reaped
-
-	p.inMu.Lock()
-	p.inStop = true
-	p.inCond.Signal()
-	p.inMu.Unlock()
-	p.outMu.Lock()
-	p.outStop = true
-	p.outCond.Signal()
-	p.outMu.Unlock()
-	p.closeStdinW()
-	p.stdoutR.Close()
-	p.stderrR.Close()
+		p.inMu.Lock()
+		p.inStop = true
+		p.inCond.Signal()
+		p.inMu.Unlock()
+		p.outMu.Lock()
+		p.outStop = true
+		p.outCond.Signal()
+		p.outMu.Unlock()
+		p.closeStdinW()
+		p.stdoutR.Close()
+		p.stderrR.Close()
+	} else {
+		p.kill() // again: something survived the last time
+	}
 
 	for _, w := range []struct {
 		name string
@@ -352,14 +447,86 @@ func (p *Process) destroy() error {
 	} {
 		select {
 		case <-w.ch:
-		case <-deadline.C:
+			continue
+		default:
+		}
+		select {
+		case <-w.ch:
+		case <-timer.C:
+			if w.ch == p.waitDone && p.contain.kind == ContainPIDNamespace {
+				// The init outlives the bound only while its namespace does.
+				return p.survivors()
+			}
 			return &DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: w.name}
 		}
 	}
-	if !waitGroupGone(p.pid, deadline.C) {
-		return &DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: "death of the process group"}
+	if err := p.waitContainmentGone(deadline, timer.C); err != nil {
+		return err
+	}
+	p.destroyed = true
+	return nil
+}
+
+// kill sends SIGKILL to the whole containment, and to the leader in case it
+// moved itself to another group.
+func (p *Process) kill() {
+	if p.cgroup != nil {
+		_ = p.cgroup.kill()
+	}
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	_ = syscall.Kill(p.pid, syscall.SIGKILL)
+}
+
+// waitContainmentGone waits, after the reap of the child, until no process
+// of the containment is alive, and removes what is left of it.
+func (p *Process) waitContainmentGone(deadline time.Time, stop <-chan time.Time) error {
+	switch p.contain.kind {
+	case ContainCgroup:
+		empty, err := p.cgroup.waitEmpty(deadline)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("destroy process: cgroup %s: %w", p.cgroup.dir, err)
+		}
+		if !empty {
+			return p.survivors()
+		}
+		if err := p.cgroup.remove(); err != nil {
+			return fmt.Errorf("destroy process: remove cgroup: %w", err)
+		}
+	case ContainPIDNamespace:
+		// The kernel ends every process of the namespace before its init's
+		// exit completes, and the init is reaped: nothing is left.
+	default:
+		if !waitGroupGone(p.pid, stop) {
+			return p.survivors()
+		}
 	}
 	return nil
+}
+
+// survivors names the processes of the containment still alive.
+func (p *Process) survivors() *SurvivorsError {
+	e := &SurvivorsError{Wait: p.cfg.DestroyWait}
+	var pids []int
+	switch p.contain.kind {
+	case ContainCgroup:
+		e.Containment = "cgroup " + p.cgroup.dir
+		pids = p.cgroup.members()
+	case ContainPIDNamespace:
+		e.Containment = "PID namespace " + p.pidns + " of init " + strconv.Itoa(p.pid)
+		pids = procsWhere(func(pid int, _ []string) bool {
+			ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+			return err == nil && ns == p.pidns
+		})
+	default:
+		e.Containment = "process group " + strconv.Itoa(p.pid)
+		pids = procsWhere(func(_ int, stat []string) bool { return stat[2] == strconv.Itoa(p.pid) })
+	}
+	e.Count = len(pids)
+	for _, pid := range pids[:min(len(pids), 16)] {
+		comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		e.Survivors = append(e.Survivors, proc.Survivor{Pid: pid, Command: strings.TrimSpace(string(comm))})
+	}
+	return e
 }
 
 // closeStdinW closes our end of the child's stdin once.

@@ -24,6 +24,8 @@ type (
 	DestroyTimeoutError = proc.DestroyTimeoutError
 	// SurvivorsError is proc.SurvivorsError.
 	SurvivorsError = proc.SurvivorsError
+	// User is proc.User.
+	User = proc.User
 )
 
 // Reasons carried by StartError, and the defaults of Config.

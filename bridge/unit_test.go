@@ -3,6 +3,7 @@
 package bridge
 
 import (
+	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -58,10 +59,11 @@ func TestDestroyTimeout(t *testing.T) {
 		t.Log("teardown beat a 1ns deadline")
 	} else {
 		var te *DestroyTimeoutError
-		require.ErrorAs(t, err, &te)
-		require.Equal(t, time.Nanosecond, te.Wait)
+		var se *SurvivorsError
+		require.True(t, errors.As(err, &te) || errors.As(err, &se), "%v", err)
 	}
-	require.Equal(t, err, p.Destroy(), "same result every time")
-	// The goroutines end on their own; TestMain's goleak checks they did.
+	// A later Destroy tries again, and once one succeeded, all do.
+	eventually(t, "a Destroy to succeed", func() bool { return p.Destroy() == nil })
+	require.NoError(t, p.Destroy())
 	require.Equal(t, ExitStatus{Signal: "SIGKILL"}, waitExit(t, p))
 }

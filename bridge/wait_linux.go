@@ -145,13 +145,21 @@ func waitGroupGone(pgid int, stop <-chan time.Time) bool {
 // groupHasLive reports whether /proc lists a process of group pgid that is
 // not a zombie.
 func groupHasLive(pgid int) bool {
+	want := strconv.Itoa(pgid)
+	return len(procsWhere(func(_ int, stat []string) bool { return stat[2] == want })) > 0
+}
+
+// procsWhere lists the live (not zombie) processes for which match holds;
+// stat holds the fields of /proc/PID/stat after the command name: state,
+// ppid, pgrp, ...
+func procsWhere(match func(pid int, stat []string) bool) []int {
 	d, err := os.Open("/proc")
 	if err != nil {
-		return false
+		return nil
 	}
 	defer d.Close()
 	names, _ := d.Readdirnames(-1)
-	want := strconv.Itoa(pgid)
+	var pids []int
 	for _, name := range names {
 		if name[0] < '0' || name[0] > '9' {
 			continue
@@ -167,12 +175,13 @@ func groupHasLive(pgid int) bool {
 			continue
 		}
 		f := strings.Fields(s[i+1:])
-		if len(f) < 3 || f[2] != want {
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
 			continue
 		}
-		if f[0] != "Z" && f[0] != "X" {
-			return true
+		pid, _ := strconv.Atoi(name)
+		if match(pid, f) {
+			pids = append(pids, pid)
 		}
 	}
-	return false
+	return pids
 }

@@ -1,0 +1,343 @@
+//go:build linux
+
+package bridge
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Kinds of containment, best first.
+const (
+	// ContainCgroup puts each process in a cgroup v2 of its own, created
+	// under a cgroup the server may write. Every descendant is in it,
+	// whatever it does to its process group or session; Destroy writes
+	// cgroup.kill and waits for the kernel's "populated 0" event.
+	ContainCgroup = "cgroup"
+	// ContainPIDNamespace starts each process in a PID namespace of its own
+	// under a minimal init (the server's binary re-executed through
+	// MaybeRunInit) that forwards signals and reaps; Destroy kills the init
+	// and the kernel kills every process of the namespace.
+	ContainPIDNamespace = "pid_namespace"
+	// ContainProcessGroup is the fallback: the process group the child
+	// leads. A descendant that calls setsid or setpgid leaves it.
+	ContainProcessGroup = "process_group"
+)
+
+// ContainOptions choose a Containment.
+type ContainOptions struct {
+	// Kind is one of the Contain constants; empty picks the best this
+	// machine allows: ContainCgroup, else ContainPIDNamespace, else
+	// ContainProcessGroup.
+	Kind string
+	// CgroupParent is the cgroup v2 directory in which each process's
+	// cgroup is created (it must be writable, for example one delegated
+	// to the server). Empty means the server's own cgroup: a cgroup
+	// without controllers may hold processes and children at once.
+	CgroupParent string
+}
+
+// Containment is how the processes it starts are held together, so that
+// Destroy ends every descendant. Create it with NewContainment, or use
+// DefaultContainment; it is safe for concurrent use.
+type Containment struct {
+	kind         string
+	cgroupParent string // ContainCgroup
+	seq          atomic.Uint64
+}
+
+// ErrContainmentUnavailable is wrapped by NewContainment's error when the
+// kind asked for cannot be used here.
+var ErrContainmentUnavailable = errors.New("bridge: containment unavailable")
+
+var (
+	defaultOnce sync.Once
+	defaultC    *Containment
+)
+
+// DefaultContainment returns the best containment this machine allows,
+// chosen once per process.
+func DefaultContainment() *Containment {
+	defaultOnce.Do(func() {
+		c, err := NewContainment(ContainOptions{})
+		if err != nil {
+			// NewContainment with no Kind falls back to the process group,
+			// which is always available.
+			panic(err)
+		}
+		defaultC = c
+	})
+	return defaultC
+}
+
+// NewContainment probes the machine for opts.Kind, or for the best kind
+// when it is empty. A kind asked for that the machine does not allow is an
+// error wrapping ErrContainmentUnavailable that says why.
+func NewContainment(opts ContainOptions) (*Containment, error) {
+	var whyNot []string
+	try := func(kind string, probe func() error) (*Containment, bool) {
+		if opts.Kind != "" && opts.Kind != kind {
+			return nil, false
+		}
+		if err := probe(); err != nil {
+			whyNot = append(whyNot, kind+": "+err.Error())
+			return nil, false
+		}
+		return &Containment{kind: kind, cgroupParent: opts.CgroupParent}, true
+	}
+	if c, ok := try(ContainCgroup, func() error {
+		dir, err := probeCgroup(opts.CgroupParent)
+		opts.CgroupParent = dir
+		return err
+	}); ok {
+		return c, nil
+	}
+	if c, ok := try(ContainPIDNamespace, probePIDNamespace); ok {
+		return c, nil
+	}
+	if c, ok := try(ContainProcessGroup, func() error { return nil }); ok {
+		return c, nil
+	}
+	if len(whyNot) == 0 {
+		return nil, fmt.Errorf("%w: unknown kind %q", ErrContainmentUnavailable, opts.Kind)
+	}
+	return nil, fmt.Errorf("%w: %s", ErrContainmentUnavailable, strings.Join(whyNot, "; "))
+}
+
+// Kind returns one of the Contain constants.
+func (c *Containment) Kind() string { return c.kind }
+
+// String describes the containment for a log: "cgroup under
+// /sys/fs/cgroup/procwire.service", "pid_namespace", "process_group".
+func (c *Containment) String() string {
+	if c.kind == ContainCgroup {
+		return c.kind + " under " + c.cgroupParent
+	}
+	return c.kind
+}
+
+// cgroup2Mount returns where the cgroup v2 hierarchy is mounted.
+func cgroup2Mount() (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		// id parent major:minor root mountpoint options ... - fstype source ...
+		left, right, ok := strings.Cut(s.Text(), " - ")
+		if !ok {
+			continue
+		}
+		if fs := strings.Fields(right); len(fs) > 0 && fs[0] == "cgroup2" {
+			if f := strings.Fields(left); len(f) >= 5 && f[3] == "/" {
+				return f[4], nil
+			}
+		}
+	}
+	if err := s.Err(); err != nil {
+		return "", err
+	}
+	return "", errors.New("no cgroup2 mount")
+}
+
+// ownCgroup returns the directory of this process's cgroup v2.
+func ownCgroup() (string, error) {
+	mount, err := cgroup2Mount()
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "0::"); ok {
+			return filepath.Join(mount, rest), nil
+		}
+	}
+	return "", errors.New("not in a cgroup v2")
+}
+
+// probeCgroup checks that a cgroup with cgroup.kill can be created under
+// parent (the server's own cgroup when empty) and a child started in it,
+// and returns the parent.
+func probeCgroup(parent string) (string, error) {
+	if parent == "" {
+		var err error
+		if parent, err = ownCgroup(); err != nil {
+			return "", err
+		}
+	}
+	dir := filepath.Join(parent, fmt.Sprintf("procwire-probe-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return parent, fmt.Errorf("cannot create a cgroup: %w", err)
+	}
+	defer os.Remove(dir)
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
+		return parent, fmt.Errorf("no cgroup.kill (Linux 5.14): %w", err)
+	}
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return parent, err
+	}
+	defer syscall.Close(fd)
+	// An executable that does not exist: the clone into the cgroup
+	// succeeded when the exec is what fails.
+	if err := probeClone(&syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}); err != nil {
+		return parent, fmt.Errorf("cannot start a child in a cgroup: %w", err)
+	}
+	return parent, nil
+}
+
+// initHooked is set by MaybeRunInit: only a binary that calls it can be
+// re-executed as a PID namespace's init.
+var initHooked atomic.Bool
+
+// probePIDNamespace checks that a child can be started in a new PID
+// namespace and that this binary can serve as its init.
+func probePIDNamespace() error {
+	if !initHooked.Load() {
+		return errors.New("this program does not call bridge.MaybeRunInit first in main")
+	}
+	if err := probeClone(&syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}); err != nil {
+		return fmt.Errorf("cannot create a PID namespace: %w", err)
+	}
+	return nil
+}
+
+// probeClone forks with sys and execs a path that does not exist: ENOENT
+// means the fork itself worked.
+func probeClone(sys *syscall.SysProcAttr) error {
+	_, err := syscall.ForkExec("/nonexistent/procwire-probe", []string{"probe"},
+		&syscall.ProcAttr{Env: []string{}, Sys: sys})
+	if errors.Is(err, syscall.ENOENT) {
+		return nil
+	}
+	if err == nil {
+		return errors.New("a path that does not exist was executed")
+	}
+	return err
+}
+
+// cgroup is a process's own cgroup.
+type cgroup struct {
+	dir string
+}
+
+// newCgroup creates the cgroup of a new process and opens it for
+// clone(CLONE_INTO_CGROUP).
+func (c *Containment) newCgroup() (*cgroup, int, error) {
+	dir := filepath.Join(c.cgroupParent, fmt.Sprintf("procwire-%d-%d", os.Getpid(), c.seq.Add(1)))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, -1, fmt.Errorf("create cgroup: %w", err)
+	}
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(dir)
+		return nil, -1, fmt.Errorf("open cgroup: %w", err)
+	}
+	return &cgroup{dir: dir}, fd, nil
+}
+
+// kill SIGKILLs every process of the cgroup and of its descendants.
+func (g *cgroup) kill() error {
+	return os.WriteFile(filepath.Join(g.dir, "cgroup.kill"), []byte("1"), 0)
+}
+
+// populated reads cgroup.events.
+func (g *cgroup) populated() (bool, error) {
+	b, err := os.ReadFile(filepath.Join(g.dir, "cgroup.events"))
+	if err != nil {
+		return false, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "populated "); ok {
+			return v != "0", nil
+		}
+	}
+	return false, errors.New("cgroup.events without populated")
+}
+
+// waitEmpty waits until the cgroup holds no process, on the inotify event
+// the kernel raises when cgroup.events changes, until deadline. It reports
+// whether the cgroup is empty.
+func (g *cgroup) waitEmpty(deadline time.Time) (bool, error) {
+	in, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return false, fmt.Errorf("inotify: %w", err)
+	}
+	f := os.NewFile(uintptr(in), "inotify") // on the poller
+	defer f.Close()
+	if _, err := unix.InotifyAddWatch(in, filepath.Join(g.dir, "cgroup.events"), unix.IN_MODIFY); err != nil {
+		return false, fmt.Errorf("inotify: %w", err)
+	}
+	if err := f.SetReadDeadline(deadline); err != nil {
+		return false, err
+	}
+	buf := make([]byte, 4096)
+	for {
+		// Read after the watch is set, so no change is missed.
+		pop, err := g.populated()
+		if err != nil || !pop {
+			return !pop, err
+		}
+		if _, err := f.Read(buf); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				pop, err := g.populated()
+				return err == nil && !pop, err
+			}
+			return false, err
+		}
+	}
+}
+
+// remove removes the cgroup and any cgroup its processes created in it,
+// deepest first. It fails while a process is left in one.
+func (g *cgroup) remove() error {
+	var dirs []string
+	_ = filepath.WalkDir(g.dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	var err error
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if e := os.Remove(dirs[i]); e != nil && !errors.Is(e, os.ErrNotExist) {
+			err = errors.Join(err, e)
+		}
+	}
+	return err
+}
+
+// members lists the processes of the cgroup and its descendants.
+func (g *cgroup) members() []int {
+	var pids []int
+	_ = filepath.WalkDir(g.dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		b, _ := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+		for _, f := range bytes.Fields(b) {
+			if pid, err := strconv.Atoi(string(f)); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return nil
+	})
+	return pids
+}
