@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/proc"
 )
 
 // Revision is this package's provider revision, reported in evidence when
@@ -84,6 +85,12 @@ type Config struct {
 
 	// Executor starts children; nil means BridgeExecutor (Linux only).
 	Executor Executor
+
+	// RunAs, when set, is the user and groups every child runs as, so that
+	// a workload can neither read the server's environment (its token) nor
+	// signal it. Switching needs a server running as root. nil runs
+	// children as the server's own user.
+	RunAs *proc.User
 
 	// StdoutWindow is the stdout window of an open that asks for none
 	// (default min(DefaultStdoutWindow, MaxStdoutWindow)); MaxStdoutWindow

@@ -447,12 +447,14 @@ func (c *conn) lock() (st closeStatus, ok bool) {
 	if se.attached == c && se.state == live {
 		return closeStatus{}, true
 	}
-	state := se.state
+	state := se.awaitDestroyLocked()
+	if se.attached == c && state == live { // a destroy failed; c still serves
+		return closeStatus{}, true
+	}
 	se.mu.Unlock()
 	if state == live {
 		return closeStatus{code: statusResumedElsewhere, reason: "resumed elsewhere"}, false
 	}
-	<-se.gone
 	return destroyedStatus(se.tomb), false
 }
 
@@ -555,5 +557,11 @@ func (c *conn) destroy(f *frames.Destroy) (closeStatus, bool) {
 		return st, true
 	}
 	se.mu.Unlock()
-	return destroyedStatus(c.srv.destroySession(se, c, false)), true
+	ts, err := c.srv.destroySession(se, c, false)
+	if err != nil {
+		// Nothing is destroyed: say so, and stay, so the client may retry.
+		c.send(destroyFailure(err))
+		return closeStatus{}, false
+	}
+	return destroyedStatus(ts), true
 }

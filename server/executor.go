@@ -68,7 +68,7 @@ type Executor interface {
 // children's process trees; the server logs it at start and reports it in
 // Stats.
 type Contained interface {
-	// Containment names it, such as "cgroup", "pid_namespace" or
-	// "process_group".
-	Containment() string
+	// ContainmentName names it, such as "cgroup under /sys/fs/cgroup/x",
+	// "pid_namespace" or "process_group".
+	ContainmentName() string
 }

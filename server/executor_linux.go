@@ -11,18 +11,33 @@ import (
 
 var _ Process = (*bridge.Process)(nil)
 
-// BridgeExecutor is the default Executor on Linux: it starts the child with
-// bridge.Start on this machine.
-type BridgeExecutor struct{}
+// BridgeExecutor is the default Executor on Linux: it starts the child on
+// this machine with package bridge, in Containment (nil means
+// bridge.DefaultContainment: a cgroup, else a PID namespace, else the
+// process group).
+type BridgeExecutor struct {
+	Containment *bridge.Containment
+}
 
-// Start calls bridge.Start.
-func (BridgeExecutor) Start(_ context.Context, req proc.Request, cfg proc.Config) (Process, error) {
-	p, err := bridge.Start(req, &cfg)
+func (e BridgeExecutor) containment() *bridge.Containment {
+	if e.Containment != nil {
+		return e.Containment
+	}
+	return bridge.DefaultContainment()
+}
+
+// Start starts the child in the executor's containment.
+func (e BridgeExecutor) Start(_ context.Context, req proc.Request, cfg proc.Config) (Process, error) {
+	p, err := e.containment().Start(req, &cfg)
 	if err != nil {
 		return nil, err
 	}
 	return p, nil
 }
+
+// ContainmentName describes the containment, such as "cgroup under
+// /sys/fs/cgroup/procwire.service" or "process_group".
+func (e BridgeExecutor) ContainmentName() string { return e.containment().String() }
 
 // defaultExecutor is the Executor of a Config without one.
 func defaultExecutor() (Executor, error) { return BridgeExecutor{}, nil }

@@ -129,6 +129,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		StderrRing:   cfg.StderrRing,
 		ExitWait:     cfg.ExitWait,
 		DestroyWait:  cfg.DestroyWait,
+		RunAs:        cfg.RunAs,
 	}
 	cost := processCost(bcfg.StdoutWindow, bcfg.StdinWindow, bcfg.StderrRing)
 	if !s.budget.take(cost) {
@@ -326,9 +327,8 @@ func (s *Server) takeOver(c *conn, se *session, op string, stdoutFrom, stderrFro
 	// is never seen without the EOF that preceded it.
 	_, exited := se.p.Exit()
 	se.mu.Lock()
-	if se.state != live {
+	if se.awaitDestroyLocked() != live {
 		se.mu.Unlock()
-		<-se.gone
 		return c.refuse(tombstoneError(se.tomb, op)), false
 	}
 	var (
@@ -431,7 +431,10 @@ func (s *Server) destroyFirst(c *conn, f *frames.Destroy) closeStatus {
 	}
 	switch {
 	case se != nil:
-		ts = s.destroySession(se, c, false)
+		var err error
+		if ts, err = s.destroySession(se, c, false); err != nil {
+			return c.refuse(destroyFailure(err))
+		}
 	case ts == nil:
 		return c.refuse(notFoundError(opDestroy))
 	}
@@ -463,7 +466,11 @@ func (s *Server) destroyByKey(c *conn, instanceID, key string) closeStatus {
 		}
 		if se := s.instances[instanceID]; se != nil && keyEqual(key, se.openKey) {
 			s.mu.Unlock()
-			return destroyedStatus(s.destroySession(se, c, false))
+			ts, err := s.destroySession(se, c, false)
+			if err != nil {
+				return c.refuse(destroyFailure(err))
+			}
+			return destroyedStatus(ts)
 		}
 		ts := s.keyTombLocked(instanceID, key)
 		if ts == nil {
@@ -479,21 +486,43 @@ func (s *Server) destroyByKey(c *conn, instanceID, key string) closeStatus {
 	}
 }
 
+// Reasons of a destroy_process failure.
+const (
+	reasonSurvived       = "processes_survived" // members of the containment outlived SIGKILL
+	reasonDestroyTimeout = "destroy_timeout"    // a step of the teardown did not finish in time
+	reasonDestroyFailed  = "destroy_failed"     // anything else
+)
+
+// destroyFailure answers a destroy whose process could not be destroyed:
+// the instance stays reserved and a later destroy tries again.
+func destroyFailure(err error) *frames.Error {
+	reason := reasonDestroyFailed
+	switch {
+	case errors.As(err, new(*proc.SurvivorsError)):
+		reason = reasonSurvived
+	case errors.As(err, new(*proc.DestroyTimeoutError)):
+		reason = reasonDestroyTimeout
+	}
+	return &frames.Error{Code: frames.OperationFailed, Operation: opDestroy, Reason: reason, Message: cleanMessage(err.Error())}
+}
+
 // destroySession destroys se's process, or waits for the destroy already in
-// progress, and returns its tombstone. by is the connection that asked, if
-// any: any other connection attached is told (exit, destroyed, close 1000).
-func (s *Server) destroySession(se *session, by *conn, expired bool) *tombstone {
+// progress (and tries again if that one failed), and returns its tombstone.
+// by is the connection that asked, if any: any other connection attached is
+// told (exit, destroyed, close 1000). When the process cannot be destroyed
+// the session stays, its instance reserved, and the error says what
+// survived.
+func (s *Server) destroySession(se *session, by *conn, expired bool) (*tombstone, error) {
 	se.mu.Lock()
-	if se.state != live {
+	if se.awaitDestroyLocked() == gone {
 		se.mu.Unlock()
-		<-se.gone
-		return se.tomb
+		return se.tomb, nil
 	}
 	se.state = destroying
+	se.settled = make(chan struct{})
 	se.stopGraceLocked()
 	se.mu.Unlock()
-	s.retire(se, by, expired)
-	return se.tomb
+	return s.retire(se, by, expired)
 }
 
 // expire destroys se when its grace timer of generation gen fired and no
@@ -505,17 +534,28 @@ func (s *Server) expire(se *session, gen uint64) {
 		return
 	}
 	se.state = destroying
+	se.settled = make(chan struct{})
 	se.grace = nil // fired: its callback (this call) accounts for the WaitGroup
 	se.mu.Unlock()
-	s.retire(se, nil, true)
+	_, _ = s.retire(se, nil, true)
 }
 
 // retire destroys the process of a session in state destroying, releases
-// its instance, leaves a tombstone and tells the attached connection.
-func (s *Server) retire(se *session, by *conn, expired bool) {
+// its instance, leaves a tombstone and tells the attached connection. When
+// Destroy fails, nothing is released: the session is live again (a detached
+// one gets a new grace, whose expiry tries again) and the error is returned.
+func (s *Server) retire(se *session, by *conn, expired bool) (*tombstone, error) {
 	start := time.Now()
 	if err := se.p.Destroy(); err != nil {
-		se.log.Error("destroy process", "err", err)
+		se.log.Error("destroy process failed; it stays reserved", "expired", expired, "err", err)
+		se.mu.Lock()
+		se.state = live
+		close(se.settled)
+		if se.attached == nil && !s.isClosing() {
+			se.armGraceLocked()
+		}
+		se.mu.Unlock()
+		return nil, err
 	}
 	s.budget.give(se.cost)
 	s.m.processRetired(expired, time.Since(start))
@@ -534,6 +574,7 @@ func (s *Server) retire(se *session, by *conn, expired bool) {
 
 	se.mu.Lock()
 	se.state = gone
+	close(se.settled)
 	att := se.attached
 	se.attached = nil
 	se.mu.Unlock()
@@ -558,6 +599,7 @@ func (s *Server) retire(se *session, by *conn, expired bool) {
 		se.log.Info("process destroyed", "exit", exit)
 		s.hook(hookDestroyed, se.id)
 	}
+	return ts, nil
 }
 
 func exitString(e *frames.Exit) string {

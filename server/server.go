@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -99,6 +101,7 @@ func New(cfg Config) (*Server, error) {
 	if s.m, err = newMetrics(c.Registerer, s); err != nil {
 		return nil, err
 	}
+	s.log.Info("process containment", "containment", s.containment())
 	return s, nil
 }
 
@@ -290,10 +293,19 @@ func (s *Server) addConn(c *conn) bool {
 // destroy's exit and destroyed) before it closes it with 1001, closes the
 // other connections with 1001, and waits until every connection has ended.
 // An open or resume racing it is answered with the server_shutdown error.
+// A process it cannot destroy is named in the error it returns, and its
+// connection is told so (SandboxOperationFailed destroy_process) before the
+// close.
 // If ctx ends first, the remaining connections are closed without a close
 // handshake and ctx's error is returned once they are gone. Calling it
 // again waits again and returns nil.
 func (s *Server) Shutdown(ctx context.Context) error {
+	destroyErr, ctxErr := s.shutdown(ctx)
+	return errors.Join(destroyErr, ctxErr)
+}
+
+// shutdown is Shutdown; it returns the failed destroys and ctx's error apart.
+func (s *Server) shutdown(ctx context.Context) (destroyErr, ctxErr error) {
 	s.mu.Lock()
 	s.closing = true
 	conns := make([]*conn, 0, len(s.conns))
@@ -308,12 +320,27 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.hook(hookShutdown, "")
 
 	// Destroy first: the connection attached to a process is closed by its
-	// destroy, after exit and destroyed (retire). Only then are the others
-	// (no process yet, or one racing the shutdown) closed, so no client
-	// sees a close before the destroy it stands for.
+	// destroy, after exit and destroyed (retire), or told of a failed
+	// destroy. Only then are the others (no process yet, or one racing the
+	// shutdown) closed, so no client sees a close before the destroy it
+	// stands for.
 	var destroyers sync.WaitGroup
+	var failMu sync.Mutex
+	var failed []error
 	for _, se := range sessions {
-		destroyers.Go(func() { s.destroySession(se, nil, false) })
+		destroyers.Go(func() {
+			if _, err := s.destroySession(se, nil, false); err != nil {
+				se.mu.Lock()
+				att := se.attached
+				se.mu.Unlock()
+				if att != nil {
+					att.send(destroyFailure(err))
+				}
+				failMu.Lock()
+				failed = append(failed, fmt.Errorf("process %s: %w", se.id, err))
+				failMu.Unlock()
+			}
+		})
 	}
 	destroyers.Wait()
 	for _, c := range conns {
@@ -332,20 +359,31 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	s.wg.Wait()
-	return err
+	return errors.Join(failed...), err
 }
 
 // Close is Shutdown without the close handshakes: it destroys every process,
-// drops every connection and returns once all are gone.
+// drops every connection and returns once all are gone. Its error names the
+// processes it could not destroy.
 func (s *Server) Close() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_ = s.Shutdown(ctx)
-	return nil
+	destroyErr, _ := s.shutdown(ctx)
+	return destroyErr
+}
+
+// containment names how the executor contains its children's trees, or
+// "unknown" for an executor that does not say (Contained).
+func (s *Server) containment() string {
+	if c, ok := s.cfg.Executor.(Contained); ok {
+		return c.ContainmentName()
+	}
+	return "unknown"
 }
 
 // Stats is a snapshot of a Server's state, for monitoring and tests.
 type Stats struct {
+	Containment string         // how each process's tree is contained (Contained), or "unknown"
 	Connections int            // connections being served
 	Tombstones  int            // destroyed or expired processes remembered
 	Memory      int64          // bytes promised against Config.MaxMemory: granted windows and first frames being read
@@ -365,7 +403,7 @@ type ProcessStats struct {
 // Stats returns a snapshot of the server's state.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
-	st := Stats{Connections: len(s.conns), Tombstones: len(s.tombs)}
+	st := Stats{Containment: s.containment(), Connections: len(s.conns), Tombstones: len(s.tombs)}
 	st.Memory, _ = s.budget.usage()
 	sessions := make([]*session, 0, len(s.sessions))
 	for _, se := range s.sessions {

@@ -16,7 +16,7 @@ type sessionState uint8
 
 const (
 	live       sessionState = iota // the process runs or ran; resumable
-	destroying                     // Destroy is in progress
+	destroying                     // Destroy is in progress; back to live if it fails
 	gone                           // destroyed; a tombstone answers for it
 )
 
@@ -56,6 +56,7 @@ type session struct {
 
 	mu          sync.Mutex
 	state       sessionState
+	settled     chan struct{}    // while destroying: closed when the attempt ends, whatever its result
 	attached    *conn            // the connection serving the process, or nil when detached
 	recv        *credit.Receiver // stdin credit
 	stdinClosed bool             // stdin_close was received
@@ -162,6 +163,19 @@ func (s *session) exitFrame() *frames.Exit {
 	return &frames.Exit{Code: st.Code, Signal: st.Signal}
 }
 
+// awaitDestroyLocked waits, while a destroy is in progress, until it
+// ended, and returns the state it left: gone, or live again when it failed.
+// s.mu must be held; it is released while waiting.
+func (s *session) awaitDestroyLocked() sessionState {
+	for s.state == destroying {
+		ch := s.settled
+		s.mu.Unlock()
+		<-ch
+		s.mu.Lock()
+	}
+	return s.state
+}
+
 // stopGraceLocked stops the grace timer, if any. s.mu must be held.
 func (s *session) stopGraceLocked() {
 	s.graceGen++
@@ -183,6 +197,14 @@ func (s *session) detach(c *conn) {
 	}
 	s.attached = nil
 	s.detachedAt = s.srv.now()
+	s.armGraceLocked()
+	s.log.Info("process detached", "grace", s.srv.cfg.Grace)
+	s.srv.hook(hookDetached, s.id)
+}
+
+// armGraceLocked (re)starts the grace timer of a detached session. s.mu
+// must be held.
+func (s *session) armGraceLocked() {
 	s.stopGraceLocked()
 	gen := s.graceGen
 	s.srv.wg.Add(1)
@@ -190,8 +212,6 @@ func (s *session) detach(c *conn) {
 		defer s.srv.wg.Done()
 		s.srv.expire(s, gen)
 	})
-	s.log.Info("process detached", "grace", s.srv.cfg.Grace)
-	s.srv.hook(hookDetached, s.id)
 }
 
 // stdoutHeld returns the bytes held in the stdout replay buffer.
