@@ -63,6 +63,7 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	fs.Var(intRange{&cfg.MaxStdinWindow, 1 << 10, 1 << 30}, "max-stdin-window", "largest stdin window an open may ask for, in `bytes` (default 16 MiB, or --stdin-window if larger)")
 	fs.Var(intRange{&cfg.MaxConnections, 1, 1 << 30}, "max-connections", "most connections served at once (default 2 × max-processes + 64)")
 	logLevel := fs.String("log-level", "info", "log at `level` debug, info, warn or error")
+	runAs := fs.String("run-as", "", "run every child as `user` (a name or uid) and its groups; needs root")
 	ops := addOpsFlags(fs)
 	pos, _, status, ok := parse(c, fs, args, -1, io, 2)
 	if !ok {
@@ -106,6 +107,11 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
+	if *runAs != "" {
+		if cfg.RunAs, err = lookupRunAs(*runAs); err != nil {
+			return fail(err)
+		}
+	}
 	log := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level}))
 	cfg.Token, cfg.Logger = token, log
 	cfg.MaxMemory = int64(maxMemory)
@@ -146,7 +152,8 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	if tlsConfig != nil {
 		scheme = "wss"
 	}
-	log.Info("listening", "url", scheme+"://"+ln.Addr().String()+"/", "auth", token != "", "provider_revision", server.Revision)
+	log.Info("listening", "url", scheme+"://"+ln.Addr().String()+"/", "auth", token != "", "provider_revision", server.Revision,
+		"containment", srv.Stats().Containment, "run_as", *runAs)
 
 	status = 0
 	select {

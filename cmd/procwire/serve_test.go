@@ -120,3 +120,15 @@ func TestServeWarnsOnlyBeyondLoopback(t *testing.T) {
 		require.False(t, clearTextToken("", false, &net.TCPAddr{IP: tc.ip}), "without a token")
 	}
 }
+
+func TestLookupRunAs(t *testing.T) {
+	u, err := lookupRunAs("root")
+	require.NoError(t, err)
+	require.Equal(t, uint32(0), u.UID)
+	require.Equal(t, uint32(0), u.GID)
+	byID, err := lookupRunAs("0")
+	require.NoError(t, err)
+	require.Equal(t, u, byID)
+	_, err = lookupRunAs("no-such-user-procwire")
+	require.Error(t, err)
+}
