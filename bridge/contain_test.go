@@ -59,8 +59,8 @@ func markedAlive(mark string) []int {
 // escapes are process trees that try to outlive their process: each prints
 // "started" once all of it is running.
 var escapes = map[string]string{
-	"setsid":            `setsid sleep 300 & echo started`,
-	"double fork":       `(setsid sleep 300 &) ; echo started`,
+	"setsid":            `setsid sh -c 'echo started; exec sleep 300' &`,
+	"double fork":       `(setsid sh -c 'echo started; exec sleep 300' &)`,
 	"100 sleepers exit": `i=0; while [ $i -lt 100 ]; do sleep 300 & i=$((i+1)); done; echo started`,
 }
 

@@ -1,0 +1,180 @@
+//go:build linux
+
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/bridge"
+	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/proc"
+)
+
+// escapes are process trees that try to outlive their process; each prints
+// "started" once all of it runs.
+var escapes = map[string]string{
+	"setsid":            `setsid sh -c 'echo started; exec sleep 300' &`,
+	"double fork":       `(setsid sh -c 'echo started; exec sleep 300' &)`,
+	"100 sleepers exit": `i=0; while [ $i -lt 100 ]; do sleep 300 & i=$((i+1)); done; echo started`,
+}
+
+// leavesTheGroup names the escapes a process group does not hold.
+var leavesTheGroup = map[string]bool{"setsid": true, "double fork": true}
+
+// markedAlive lists the live processes whose environment holds mark.
+func markedAlive(t *testing.T, mark string) []int {
+	ents, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err == nil && slices.Contains(strings.Split(string(env), "\x00"), mark) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// openEscape opens script with a unique marker in its environment and
+// waits for "started"; it returns the peer, the process id and the marker.
+func openEscape(t *testing.T, h *harness, inst, script string) (*peer, string, string) {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	v := hex.EncodeToString(b)
+	p, opened := h.open(&frames.Open{InstanceID: inst, Request: frames.ProcessRequest{
+		Executable: "sh", Arguments: []string{"-c", script}, WorkingDirectory: "/",
+		Environment: map[string]string{"PATH": "/usr/bin:/bin", "PROCWIRE_TEST_MARK": v},
+	}})
+	var out []byte
+	for !strings.Contains(string(out), "started\n") {
+		out = append(out, nextOf[*frames.Stdout](p).Data...)
+	}
+	mark := "PROCWIRE_TEST_MARK=" + v
+	require.NotEmpty(t, markedAlive(t, mark))
+	return p, opened.ProcessID, mark
+}
+
+// requireNoneSurvives checks that nothing of an escape is alive, except,
+// under the process group, what README says it does not catch.
+func requireNoneSurvives(t *testing.T, kind, escape, mark string) {
+	alive := markedAlive(t, mark)
+	if kind == bridge.ContainProcessGroup && leavesTheGroup[escape] {
+		require.NotEmpty(t, alive, "the process group holds what leaves it?")
+		for _, pid := range alive {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		return
+	}
+	require.Empty(t, alive, "survivors")
+}
+
+// TestNoDescendantSurvives: destroy, grace expiry and Shutdown end every
+// descendant, under every containment this machine allows.
+func TestNoDescendantSurvives(t *testing.T) {
+	for _, kind := range []string{bridge.ContainCgroup, bridge.ContainPIDNamespace, bridge.ContainProcessGroup} {
+		t.Run(kind, func(t *testing.T) {
+			c, err := bridge.NewContainment(bridge.ContainOptions{Kind: kind})
+			if err != nil {
+				t.Skipf("this machine does not allow it: %v", err)
+			}
+			cfg := Config{Executor: BridgeExecutor{Containment: c}, Grace: 100 * time.Millisecond, ExitWait: 50 * time.Millisecond}
+			for name, script := range escapes {
+				t.Run(name, func(t *testing.T) {
+					h := newHarness(t, cfg)
+					require.Equal(t, c.String(), h.srv.Stats().Containment)
+
+					p, id, mark := openEscape(t, h, "inst-destroy", script)
+					p.send(&frames.Destroy{})
+					p.destroyedAnswer(id)
+					requireNoneSurvives(t, kind, name, mark)
+
+					p, id, mark = openEscape(t, h, "inst-expire", script)
+					p.ws.CloseNow()
+					h.waitEvent(hookExpired, id)
+					requireNoneSurvives(t, kind, name, mark)
+
+					p, id, mark = openEscape(t, h, "inst-shutdown", script)
+					done := make(chan error, 1)
+					go func() { done <- h.srv.Shutdown(testCtx(t)) }()
+					p.destroyedAnswer(id)
+					require.NoError(t, <-done)
+					requireNoneSurvives(t, kind, name, mark)
+				})
+			}
+		})
+	}
+}
+
+// failingProcess fails its first Destroy as a containment that outlived
+// SIGKILL would.
+type failingProcess struct {
+	Process
+	fail atomic.Int32 // Destroys left to fail
+}
+
+func (p *failingProcess) Destroy() error {
+	if p.fail.Add(-1) >= 0 {
+		return &proc.SurvivorsError{Containment: "cgroup /test", Wait: time.Second, Count: 1,
+			Survivors: []proc.Survivor{{Pid: 4242, Command: "sleep"}}}
+	}
+	return p.Process.Destroy()
+}
+
+// failingExecutor's first process fails its first Destroy.
+type failingExecutor struct {
+	BridgeExecutor
+	started atomic.Int32
+}
+
+func (e *failingExecutor) Start(ctx context.Context, req proc.Request, cfg proc.Config) (Process, error) {
+	p, err := e.BridgeExecutor.Start(ctx, req, cfg)
+	if err != nil {
+		return nil, err
+	}
+	fp := &failingProcess{Process: p}
+	if e.started.Add(1) == 1 {
+		fp.fail.Store(1)
+	}
+	return fp, nil
+}
+
+func TestDestroyThatFailsKeepsTheInstance(t *testing.T) {
+	h := newHarness(t, Config{Executor: &failingExecutor{}})
+	p, opened := h.open(openFrame("inst-fail", "sleep", "300"))
+	p.send(&frames.Destroy{})
+	f := p.next()
+	e, ok := f.(*frames.Error)
+	require.True(t, ok, "got %s", f.Type())
+	require.Equal(t, frames.OperationFailed, e.Code)
+	require.Equal(t, "destroy_process", e.Operation)
+	require.Equal(t, "processes_survived", e.Reason)
+	require.Contains(t, e.Message, "4242 (sleep)")
+
+	// Still live, the instance still reserved.
+	h.process(opened.ProcessID)
+	other := h.dial()
+	other.send(openFrame("inst-fail", "true"))
+	other.requireError(alreadyOpen())
+
+	// The connection stays up; a second destroy succeeds and frees it.
+	p.send(&frames.Destroy{})
+	p.destroyedAnswer(opened.ProcessID)
+	again, _ := h.open(openFrame("inst-fail", "true"))
+	again.collect(true)
+}
