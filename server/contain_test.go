@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/procwire/procwire/bridge"
@@ -112,7 +113,8 @@ func TestNoDescendantSurvives(t *testing.T) {
 					p, id, mark = openEscape(t, h, "inst-shutdown", script)
 					done := make(chan error, 1)
 					go func() { done <- h.srv.Shutdown(testCtx(t)) }()
-					p.destroyedAnswer(id)
+					require.Equal(t, &frames.Destroyed{ProcessID: id}, nextOf[*frames.Destroyed](p))
+					p.requireClosed(websocket.StatusGoingAway, "server shutting down")
 					require.NoError(t, <-done)
 					requireNoneSurvives(t, kind, name, mark)
 				})
