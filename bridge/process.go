@@ -503,8 +503,9 @@ func (p *Process) waitContainmentGone(deadline time.Time, stop <-chan time.Time)
 	return nil
 }
 
-// survivors names the processes of the containment still alive.
-func (p *Process) survivors() *SurvivorsError {
+// survivors names the processes of the containment still alive, or, when
+// none is left by the time it looks, says what was still pending.
+func (p *Process) survivors() error {
 	e := &SurvivorsError{Wait: p.cfg.DestroyWait}
 	var pids []int
 	switch p.contain.kind {
@@ -520,6 +521,9 @@ func (p *Process) survivors() *SurvivorsError {
 	default:
 		e.Containment = "process group " + strconv.Itoa(p.pid)
 		pids = procsWhere(func(_ int, stat []string) bool { return stat[2] == strconv.Itoa(p.pid) })
+	}
+	if len(pids) == 0 {
+		return &DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: "death of the " + e.Containment}
 	}
 	e.Count = len(pids)
 	for _, pid := range pids[:min(len(pids), 16)] {

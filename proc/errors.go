@@ -61,8 +61,10 @@ func (e *UnsupportedSignalError) Error() string {
 }
 
 // DestroyTimeoutError is returned by Destroy when a step of the teardown
-// other than the death of the containment did not finish within
-// Config.DestroyWait. Pending names the first step still unfinished.
+// did not finish within Config.DestroyWait and no surviving process can be
+// named (a pump, the reap, a containment whose last member died just
+// after the bound). Pending names the first step still unfinished; a later
+// Destroy tries again.
 type DestroyTimeoutError struct {
 	Wait    time.Duration
 	Pending string
