@@ -238,3 +238,20 @@ func TestRunAs(t *testing.T) {
 		require.Equal(t, nobody.Uid+"\n"+nobody.Gid+"\n"+nobody.Gid+"\nunreadable\ncannot-signal\n", out)
 	})
 }
+
+// TestStdoutEOFIsTheChilds: nothing but the child's tree holds its pipes
+// (not the PID namespace's init), so a child that closes stdout gives EOF
+// while it lives.
+func TestStdoutEOFIsTheChilds(t *testing.T) {
+	eachContainment(t, func(t *testing.T, c *Containment) {
+		p, err := c.Start(shReq(t, `echo bye; exec >&- 2>&-; sleep 300`), nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Destroy() })
+		var out bytes.Buffer
+		newConsumer(t, p, &out).toEOF()
+		require.Equal(t, "bye\n", out.String())
+		_, exited := p.Exit()
+		require.False(t, exited)
+		require.NoError(t, p.Destroy())
+	})
+}

@@ -3,8 +3,12 @@
 // session and turns what it sees here into frames.
 //
 // Start forks the request's executable in a process group of its own, with
-// exactly the request's arguments, working directory and environment, and
-// never through a shell. Three pumps, one goroutine each, move bytes between
+// exactly the request's arguments, working directory and environment, only
+// file descriptors 0, 1 and 2, as Config.RunAs when set, and never through a
+// shell. The whole tree it starts is held in a Containment: a cgroup v2 of
+// its own, else a PID namespace under an init of ours (see MaybeRunInit),
+// else the process group; DefaultContainment picks the best the machine
+// allows. Three pumps, one goroutine each, move bytes between
 // the child's pipes and bounded memory:
 //
 //   - stdin: PushStdin queues bytes (at most Config.StdinWindow); the pump
@@ -18,10 +22,14 @@
 //
 // A fourth goroutine waits for the child and publishes its ExitStatus (Done,
 // Exit) once stdout and stderr reached EOF, or Config.ExitWait after the child exited,
-// whichever is first. Notify wakes the single consumer whenever anything
-// observable changed. Destroy kills the group, reaps the child, closes the
-// pipes and waits for every goroutine, within Config.DestroyWait.
+// whichever is first; it waits on a pidfd on the runtime's poller, so a
+// child costs a goroutine, not an OS thread. Notify wakes the single consumer
+// whenever anything observable changed. Destroy kills the containment, reaps
+// the child, closes the pipes, waits for every goroutine and for the
+// containment to be empty, within Config.DestroyWait, and says what
+// survived otherwise.
 //
-// The package is Linux only: it relies on process groups, Pdeathsig, waitid and
-// /proc.
+// The request, config, exit and error types are package proc's, which
+// builds everywhere. This package is Linux only: it relies on cgroups, PID
+// namespaces, process groups, Pdeathsig, pidfds and /proc.
 package bridge
