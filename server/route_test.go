@@ -173,8 +173,20 @@ func TestTokensNeverLogged(t *testing.T) {
 	d.send(&frames.Destroy{ProcessID: opened.ProcessID, Token: opened.Token})
 	d.destroyedAnswer(opened.ProcessID)
 
+	// An open refused, and a foreign Origin.
+	o := h.dial()
+	o.send(openFrame("inst-logs-2", "/nonexistent/executable"))
+	require.Equal(t, "executable_not_found", nextOf[*frames.Error](o).Reason)
+	_, resp, err = h.dialWith(http.Header{"Authorization": {"Bearer " + testToken}, "Origin": {"https://evil.example"}}, []string{frames.Subprotocol})
+	require.Error(t, err)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+
 	out := logs.String()
-	require.Contains(t, out, "refused", "the refusals were logged")
+	// Every refusal is logged at info with its reason.
+	for _, reason := range []string{"unauthorized", "process_not_found", "routing_mismatch", "executable_not_found", "origin"} {
+		require.Contains(t, out, "level=INFO msg=refused", reason)
+		require.Contains(t, out, "reason="+reason)
+	}
 	require.Contains(t, out, opened.ProcessID, "the process was logged")
 	for _, secret := range []string{testToken, wrongBearer, opened.Token, wrongResume} {
 		require.NotContains(t, out, secret)
