@@ -11,12 +11,6 @@ import (
 	"github.com/procwire/procwire/frames"
 )
 
-// The headers a proxy can route on (PROTOCOL.md §1).
-const (
-	headerInstance = "Procwire-Instance"
-	headerProcess  = "Procwire-Process"
-)
-
 // wsConn is one WebSocket connection with its framing buffers.
 type wsConn struct {
 	ws     *websocket.Conn
@@ -38,10 +32,10 @@ func (p *Process) dial(ctx context.Context, processID string) (*wsConn, error) {
 		h.Set("Authorization", "Bearer "+p.opts.Token)
 	}
 	if p.instanceID != "" {
-		h.Set(headerInstance, p.instanceID)
+		h.Set(frames.HeaderInstance, p.instanceID)
 	}
 	if processID != "" {
-		h.Set(headerProcess, processID)
+		h.Set(frames.HeaderProcess, processID)
 	}
 	// The connection outlives ctx: dial with a context of its own that ctx
 	// cancels only while the handshake runs.

@@ -291,9 +291,11 @@ func (m *machine) settleDestroy(err error) events {
 // connection since lostAt + grace) settles as expired at once: the server
 // has destroyed the process, or will within its heartbeat.
 func (m *machine) destroy(now time.Time) events {
-	switch m.st {
-	case stateDestroying, stateDestroyed:
+	switch {
+	case m.st == stateDestroying || m.st == stateDestroyed:
 		return 0
+	case errors.Is(m.err, ErrDetached):
+		return 0 // another handle may hold the process now
 	}
 	if m.expired(now) {
 		return m.settleDestroy(fmt.Errorf("%w: no connection for the %v grace", ErrExpired, m.grace))

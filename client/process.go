@@ -325,6 +325,10 @@ func (p *Process) Destroy(ctx context.Context) error {
 	defer cancel()
 	p.mu.Lock()
 	p.applyLocked(p.m.destroy(time.Now()))
+	if p.m.st == stateLeft && errors.Is(p.m.err, ErrDetached) {
+		p.mu.Unlock()
+		return ErrDetached
+	}
 	select { // cut a reconnection backoff short
 	case p.redial <- struct{}{}:
 	default:
@@ -378,11 +382,17 @@ func (p *Process) destroyFailed(ctx context.Context, err error) error {
 // Detach lets go of the process without destroying it: it closes the
 // connection and stops the handle's goroutines, leaving the process to
 // the server's grace, within which Attach (with Handle) can take it over.
-// Every later call of the handle returns ErrDetached.
+// Every later call of the handle returns ErrDetached, Destroy included
+// (reads hand over the bytes already held first). A Detach during a
+// Destroy does nothing.
 func (p *Process) Detach() {
 	p.mu.Lock()
 	p.applyLocked(p.m.detach())
+	destroying := p.m.st == stateDestroying || p.m.st == stateDestroyed
 	p.mu.Unlock()
+	if destroying {
+		return
+	}
 	p.stopLife()
 	<-p.superDone
 }

@@ -22,6 +22,9 @@ type Proxy struct {
 	conns     map[net.Conn]struct{} // both sides of every live connection
 	forwarded int64                 // bytes forwarded, both directions
 	points    []int64               // pending cut points (values of forwarded), ascending
+	holds     []int64               // pending hold points, ascending
+	held      map[net.Conn]bool     // connections held: what they send is lost
+	holdsDone int
 	drop      bool                  // discard bytes from the target
 	refuse    bool                  // close new connections at once
 	accepted  int
@@ -37,7 +40,7 @@ func New(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: make(map[net.Conn]struct{}), changed: make(chan struct{})}
+	p := &Proxy{ln: ln, target: target, conns: make(map[net.Conn]struct{}), held: make(map[net.Conn]bool), changed: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -107,6 +110,48 @@ func (p *Proxy) CutAt(counts ...int64) {
 	slices.Sort(p.points)
 }
 
+// Forwarded returns how many bytes the proxy has forwarded, both
+// directions, over all connections.
+func (p *Proxy) Forwarded() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.forwarded
+}
+
+// HoldAt arms holds of every live connection after each of the given byte
+// counts, counted as CutAt counts: the byte reaching a count is forwarded,
+// and from then on nothing more of those connections (either direction)
+// is, as if the network stalled, until they are cut. Connections accepted
+// later are forwarded as usual.
+func (p *Proxy) HoldAt(counts ...int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, n := range counts {
+		if n <= 0 {
+			panic("cutproxy: HoldAt needs positive counts")
+		}
+		p.holds = append(p.holds, p.forwarded+n)
+	}
+	slices.Sort(p.holds)
+}
+
+// WaitHolds waits until n counts of HoldAt were reached, or ctx ends.
+func (p *Proxy) WaitHolds(ctx context.Context, n int) error {
+	for {
+		p.mu.Lock()
+		done, ch := p.holdsDone >= n, p.changed
+		p.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // DropReplies makes the proxy discard (true) or forward again (false) the
 // bytes coming back from the target, so that requests arrive while their
 // answers are lost.
@@ -144,6 +189,7 @@ func (p *Proxy) cutLocked() int {
 		}
 		c.Close()
 		delete(p.conns, c)
+		delete(p.held, c)
 		n++
 	}
 	return n / 2
@@ -151,6 +197,10 @@ func (p *Proxy) cutLocked() int {
 
 func (p *Proxy) countCutLocked() {
 	p.cuts++
+	p.changedLocked()
+}
+
+func (p *Proxy) changedLocked() {
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
@@ -197,6 +247,8 @@ func (p *Proxy) pump(dst, src net.Conn, reply bool) {
 		p.mu.Lock()
 		delete(p.conns, dst)
 		delete(p.conns, src)
+		delete(p.held, dst)
+		delete(p.held, src)
 		p.mu.Unlock()
 		dst.Close()
 		src.Close()
@@ -206,7 +258,25 @@ func (p *Proxy) pump(dst, src net.Conn, reply bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
+			if p.held[src] {
+				p.mu.Unlock()
+				if err != nil {
+					return
+				}
+				continue // stalled: lost
+			}
 			k, cut := int64(n), false
+			if len(p.holds) > 0 && p.forwarded+k >= p.holds[0] {
+				k = p.holds[0] - p.forwarded
+				for len(p.holds) > 0 && p.holds[0] <= p.forwarded+k {
+					p.holds = p.holds[1:]
+				}
+				for c := range p.conns {
+					p.held[c] = true
+				}
+				p.holdsDone++
+				p.changedLocked()
+			}
 			if len(p.points) > 0 && p.forwarded+k >= p.points[0] {
 				k, cut = p.points[0]-p.forwarded, true
 				for len(p.points) > 0 && p.points[0] <= p.forwarded+k {
