@@ -25,8 +25,8 @@ type Proxy struct {
 	holds     []int64               // pending hold points, ascending
 	held      map[net.Conn]bool     // connections held: what they send is lost
 	holdsDone int
-	drop      bool                  // discard bytes from the target
-	refuse    bool                  // close new connections at once
+	drop      bool // discard bytes from the target
+	refuse    bool // close new connections at once
 	accepted  int
 	cuts      int
 	changed   chan struct{} // closed and replaced when cuts grows
