@@ -164,6 +164,22 @@ func TestCloseWithoutWordResumes(t *testing.T) {
 	require.NoError(t, p.Destroy(c))
 }
 
+// A real server's Shutdown says destroyed before its 1001: the handle ends
+// as destroyed, with the exit, and Destroy settles without a connection.
+func TestShutdownEndsAsDestroyed(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+	p := open(t, e.url, req("sleep", "300"), nil)
+	require.NoError(t, e.srv.Shutdown(c))
+	await(t, c, client.Ended(p), "the handle to end")
+	st, err := p.Wait(c)
+	require.NoError(t, err)
+	require.Equal(t, client.ExitStatus{Signal: "SIGKILL"}, st)
+	_, err = p.Stdin().Write([]byte("x"))
+	require.ErrorIs(t, err, client.ErrDestroyed)
+	require.NoError(t, p.Destroy(context.Background()))
+}
+
 // A server that closes every resume (1011) before answering: the handle
 // ends after Options.ResumeBudget of them in a row, with ErrConnectionLost
 // wrapping the last close. Default options, so that the log says how long
