@@ -142,3 +142,18 @@ test("an executable that does not exist is SandboxOperationFailed", async () => 
     return true;
   });
 });
+
+test("destroy wakes every pending call: a read, a write, wait(), signal()", async () => {
+  const p = await openProcess(srv.url, instance("unblock"), req("sleep", "600"), { stdinWindow: 1024 });
+  const read = p.output.getReader().read();
+  const w = p.input.getWriter();
+  const write = w.write(new Uint8Array(1 << 20)); // more than the window: blocks
+  const wait = p.wait();
+  read.catch(() => {});
+  write.catch(() => {});
+  await p.destroy();
+  await assert.rejects(read, Destroyed);
+  await assert.rejects(write, Destroyed);
+  await wait.then((e) => assert.deepEqual(e, { signal: "SIGKILL" }), (e) => assert.ok(e instanceof Destroyed));
+  await assert.rejects(p.signal("SIGINT"), Destroyed);
+});

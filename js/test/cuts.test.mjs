@@ -56,3 +56,20 @@ test("a cut while nothing flows is resumed; stdin written during the loss arrive
   assert.ok(p.progress().connections >= 2);
   await p.destroy();
 });
+
+test("destroy is bounded when the server cannot be reached", async () => {
+  const url = `ws://${proxy.addr}/`;
+  const p = await openProcess(url, instance("unreach"), req("sleep", "600"), { reconnectMin: 10, reconnectMax: 100, destroyTimeout: 1500 });
+  await proxy.cmd("refuse true");
+  try {
+    await proxy.cmd("cutall");
+    const t0 = Date.now();
+    await assert.rejects(p.destroy(), (e) => e.name === "ConnectionLost");
+    assert.ok(Date.now() - t0 < 60_000, "bounded");
+    assert.equal(p.destroy(), p.destroy(), "the same promise");
+  } finally {
+    await proxy.cmd("refuse false");
+  }
+  // The process stays on the server until its grace runs out or the
+  // server shuts down at the end of this file, which destroys it.
+});
