@@ -272,9 +272,11 @@ func (g *cgroup) populated() (bool, error) {
 	return false, errors.New("cgroup.events without populated")
 }
 
-// waitEmpty waits until the cgroup holds no process, on the inotify event
-// the kernel raises when cgroup.events changes, until deadline. It reports
-// whether the cgroup is empty.
+// waitEmpty waits until the cgroup holds no process, until deadline, and
+// reports whether it is empty. It wakes on the inotify event the kernel
+// raises when cgroup.events changes; since the kernel delivers that event
+// through a work queue and rate-limits it (tens of milliseconds on a busy
+// machine), it also re-reads the file after 1, 2, 4 … 64 ms.
 func (g *cgroup) waitEmpty(deadline time.Time) (bool, error) {
 	in, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
@@ -285,21 +287,24 @@ func (g *cgroup) waitEmpty(deadline time.Time) (bool, error) {
 	if _, err := unix.InotifyAddWatch(in, filepath.Join(g.dir, "cgroup.events"), unix.IN_MODIFY); err != nil {
 		return false, fmt.Errorf("inotify: %w", err)
 	}
-	if err := f.SetReadDeadline(deadline); err != nil {
-		return false, err
-	}
 	buf := make([]byte, 4096)
-	for {
+	for backoff := time.Millisecond; ; backoff = min(2*backoff, 64*time.Millisecond) {
 		// Read after the watch is set, so no change is missed.
 		pop, err := g.populated()
 		if err != nil || !pop {
 			return !pop, err
 		}
-		if _, err := f.Read(buf); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				pop, err := g.populated()
-				return err == nil && !pop, err
-			}
+		if !time.Now().Before(deadline) {
+			return false, nil
+		}
+		wake := time.Now().Add(backoff)
+		if deadline.Before(wake) {
+			wake = deadline
+		}
+		if err := f.SetReadDeadline(wake); err != nil {
+			return false, err
+		}
+		if _, err := f.Read(buf); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			return false, err
 		}
 	}
