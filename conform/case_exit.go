@@ -61,6 +61,11 @@ func caseExitSignals(ctx context.Context, t *T) {
 	}
 }
 
+// awaitReady waits for a child's "ready" line.
+func (t *T) awaitReady(ctx context.Context, p *peer) {
+	t.await(ctx, p, `the child's "ready"`, func(frames.Frame) bool { return bytes.HasPrefix(p.stdout, []byte("ready\n")) })
+}
+
 func caseSignalAnswers(ctx context.Context, t *T) {
 	// A shell that survives SIGTERM and says so each time.
 	p, o := t.open(ctx, t.instance(), t.sh(`trap 'echo term' TERM; echo ready; while :; do sleep 1; done`), openOptions{})

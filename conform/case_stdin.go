@@ -3,45 +3,63 @@ package conform
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/procwire/procwire/frames"
 )
 
-// holdScript prints "ready" and reads nothing from stdin until SIGTERM,
-// which makes it wc -c: so the case decides when the child starts reading.
-// (SIGTERM, not SIGINT: a shell started in the background ignores SIGINT
-// and its children cannot trap it.)
-// SIGINT it ignores: a signal that only makes the server answer.
-const holdScript = `trap 'exec wc -c' TERM; trap '' INT; echo ready; while :; do sleep 1; done`
+// holdFill is how much stdout the hold script writes before it reads
+// stdin: more than a stdout window of 16 KiB, the largest pipe buffer and
+// whatever a server reads ahead, so the child blocks on its stdout until
+// the case reads and acknowledges it. That is how a case holds a child
+// still and then releases it without a signal (a signal waits for the
+// stdin before it, PROTOCOL.md §5).
+const holdFill = 2<<20 + 16<<10
+
+// holdWindow is the stdout window a hold case asks for.
+const holdWindow = 16 << 10
+
+// holdScript writes holdFill bytes to stdout, then counts its stdin.
+var holdScript = fmt.Sprintf("head -c %d /dev/zero; exec wc -c", holdFill)
 
 // maxStdinSent bounds the stdin one case sends to fill a limit.
 const maxStdinSent = 16 << 20
 
-// awaitReady waits for holdScript's "ready".
-func (t *T) awaitReady(ctx context.Context, p *peer) {
-	t.await(ctx, p, `the child's "ready"`, func(frames.Frame) bool { return bytes.HasPrefix(p.stdout, []byte("ready\n")) })
+// release reads and acknowledges the hold script's stdout, so that it goes
+// on to read its stdin.
+func (t *T) release(ctx context.Context, p *peer) {
+	t.await(ctx, p, fmt.Sprintf("the child's %d bytes of stdout", holdFill), func(frames.Frame) bool { return p.stdoutEnd >= holdFill })
 }
 
-// release sends SIGTERM with id to holdScript and waits for signaled.
-func (t *T) release(ctx context.Context, p *peer, id int64) {
-	if err := p.send(ctx, &frames.Signal{ID: id, Signal: frames.SIGTERM}); err != nil {
-		t.Fatalf("signal: %v", err)
-	}
-	s := t.awaitType(ctx, p, frames.TypeSignaled).(*frames.Signaled)
-	if s.ID != id || s.Result != frames.SignalDelivered {
-		t.Fatalf("signal %d (SIGTERM) to a running child answered %s", id, show(s))
+// settle takes in the frames the server sent within d, without
+// acknowledging stdout.
+func (t *T) settle(ctx context.Context, p *peer, d time.Duration) {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		if _, err := p.next(wctx); err != nil {
+			if wctx.Err() != nil && ctx.Err() == nil {
+				return
+			}
+			t.Fatalf("%v", err)
+		}
 	}
 }
 
-// wcCount parses what holdScript's wc -c printed after "ready".
+// wcCount parses what the hold script's wc -c printed after its fill.
 func (t *T) wcCount(p *peer) int64 {
-	out := strings.TrimSpace(strings.TrimPrefix(string(p.stdout), "ready\n"))
+	from := holdFill - p.stdoutStart
+	if from < 0 || from > int64(len(p.stdout)) {
+		t.Fatalf("stdout ended at %d, before the child's wc -c", p.stdoutEnd)
+	}
+	out := strings.TrimSpace(string(p.stdout[from:]))
 	n, err := strconv.ParseInt(out, 10, 64)
 	if err != nil {
 		t.Fatalf("wc -c printed %q, not a count", out)
@@ -50,8 +68,7 @@ func (t *T) wcCount(p *peer) int64 {
 }
 
 func caseStdinCredit(ctx context.Context, t *T) {
-	p, o := t.open(ctx, t.instance(), t.sh(holdScript), openOptions{stdinWindow: 1 << 20})
-	t.awaitReady(ctx, p)
+	p, o := t.open(ctx, t.instance(), t.sh(holdScript), openOptions{stdinWindow: 1 << 20, stdoutWindow: holdWindow})
 	limit := p.limit
 	n := min(limit, maxStdinSent)
 	if n < limit {
@@ -60,7 +77,7 @@ func caseStdinCredit(ctx context.Context, t *T) {
 	// Every write must complete while the child reads nothing: the server
 	// takes stdin up to the limit whatever the child does.
 	off := t.sendStdin(ctx, p, 0, n, o.MaxData)
-	t.release(ctx, p, 1)
+	t.release(ctx, p)
 	t.await(ctx, p, fmt.Sprintf("credit past %d once the child read", off), func(frames.Frame) bool { return p.limit > off })
 	extra := min(p.limit-off, 100_000)
 	off = t.sendStdin(ctx, p, off, extra, o.MaxData)
@@ -77,30 +94,28 @@ func caseStdinCredit(ctx context.Context, t *T) {
 
 var overrunReason = regexp.MustCompile(`^received ([0-9]+) bytes, allowed ([0-9]+)$`)
 
+// settleTime is how long the overrun case takes in the credit a server
+// grants while the child's pipe fills.
+const settleTime = 300 * time.Millisecond
+
 func caseStdinOverrun(ctx context.Context, t *T) {
 	// A large window, so that the pipe's own buffer filling is not worth a
 	// grant and the limit holds still while the child reads nothing.
-	p, o := t.open(ctx, t.instance(), t.sh(holdScript), openOptions{stdinWindow: 4 << 20})
-	t.awaitReady(ctx, p)
+	p, o := t.open(ctx, t.instance(), t.sh(holdScript), openOptions{stdinWindow: 4 << 20, stdoutWindow: holdWindow})
 	if p.limit > maxStdinSent {
 		t.Skipf("stdin_limit %d is more than this case sends (%d)", p.limit, maxStdinSent)
 	}
 	// Fill the child's pipe, so that received stays ahead of consumed,
-	// then take in every credit sent so far: a signal the child ignores
-	// is answered after them.
+	// and take in the credit granted while it filled.
 	off := t.sendStdin(ctx, p, 0, min(p.limit, 256<<10), o.MaxData)
-	if err := p.send(ctx, &frames.Signal{ID: 1, Signal: frames.SIGINT}); err != nil {
-		t.Fatalf("signal: %v", err)
-	}
-	t.awaitType(ctx, p, frames.TypeSignaled)
+	t.settle(ctx, p, settleTime)
 	limit := p.limit
 	off = t.sendStdin(ctx, p, off, limit-off, o.MaxData)
 	over := min(o.MaxData, 4096)
-	// The overrun, then what a server that took it would act on: the
-	// release and the end of stdin, so that wc -c shows what reached it.
+	// The overrun, then the end of stdin that a server taking it would act
+	// on; the child is released below so that wc -c shows what reached it.
 	for _, f := range []frames.Frame{
 		&frames.Stdin{Off: off, Data: bytes.Repeat([]byte{'!'}, int(over))},
-		&frames.Signal{ID: 2, Signal: frames.SIGTERM},
 		&frames.StdinClose{Off: off + over},
 	} {
 		if err := p.send(ctx, f); err != nil {
@@ -108,30 +123,42 @@ func caseStdinOverrun(ctx context.Context, t *T) {
 		}
 	}
 	accepted := ""
-	covered := int64(0) // the largest limit announced before the server reacted
+	// The largest limit the server announced before it received the
+	// overrun: a grant still in flight when it was sent may cover it.
+	covered := p.maxLimit
 	var ce *closedError
-	for ce == nil {
+	for ce == nil && p.exit == nil {
+		// Release the child: acknowledge its fill (a server that closed
+		// for the overrun never reads this).
+		if p.stdoutEnd > p.acked && p.stdoutEnd <= holdFill {
+			if err := p.send(ctx, &frames.Ack{Stdout: p.stdoutEnd}); err != nil && accepted != "" {
+				t.Fatalf("ack: %v", err)
+			}
+		}
 		f, err := p.next(ctx)
 		if err != nil {
 			var ok bool
-			if ce, ok = err.(*closedError); !ok {
+			if ce, ok = errors.AsType[*closedError](err); !ok {
 				t.Fatalf("after stdin past the limit: %v", err)
 			}
 			break
 		}
-		switch f.(type) {
-		case *frames.Credit, *frames.Stderr:
-		default:
-			if accepted == "" {
-				accepted, covered = show(f), p.maxLimit
+		switch f := f.(type) {
+		case *frames.Credit:
+			if f.StdinReceived < off+over {
+				covered = max(covered, f.StdinLimit)
+			}
+			continue
+		case *frames.Stderr:
+			continue
+		case *frames.Stdout:
+			if f.Off+int64(len(f.Data)) <= holdFill {
+				continue
 			}
 		}
-		if f.Type() == frames.TypeExit {
-			break
+		if accepted == "" {
+			accepted = show(f)
 		}
-	}
-	if accepted == "" {
-		covered = p.maxLimit
 	}
 	if covered >= off+over {
 		t.Skipf("the server granted credit up to %d while the child read nothing, covering the overrun: no overrun to test", covered)
@@ -158,18 +185,16 @@ func caseStdinOverrun(ctx context.Context, t *T) {
 		t.Fatalf("close 1008 %q: the limit announced was %d", ce.reason, limit)
 	}
 
-	// The process is only detached: resume and let wc -c count what the
-	// child received.
-	p, r := t.resume(ctx, o, int64(len(p.stdout)))
+	// The process is only detached: resume, release the child and let
+	// wc -c count what it received.
+	p, r := t.resume(ctx, o, p.stdoutEnd)
 	if r.StdinReceived != off {
 		t.Fatalf("after the overrun, resumed.stdin_received is %d, expected %d (the bytes before it)", r.StdinReceived, off)
 	}
-	t.release(ctx, p, 3)
 	if err := p.send(ctx, &frames.StdinClose{Off: off}); err != nil {
 		t.Fatalf("stdin_close: %v", err)
 	}
 	t.awaitEOFAndExit(ctx, p)
-	p.stdout = append([]byte("ready\n"), p.stdout...)
 	if got := t.wcCount(p); got != off {
 		t.Fatalf("wc -c counted %d bytes, the limit was %d: bytes past the limit reached the child", got, off)
 	}

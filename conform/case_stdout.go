@@ -98,9 +98,9 @@ func caseReplayCut(ctx context.Context, t *T) {
 	}
 	t.checkExit("the printing shell", exit, wantCode(0))
 
-	// Cuts 3 and 4: at the end, and one byte short of it. The replay is
-	// stdout_eof and exit, and only then credit.
-	for _, from := range []int64{total, total - 1} {
+	// Cuts 3 and 4: one byte short of the end, and at the end. The
+	// replay is stdout_eof and exit, and only then credit.
+	for _, from := range []int64{total - 1, total} {
 		p.cut()
 		p, _ = t.resume(ctx, o, from)
 		t.await(ctx, p, "the replayed exit", func(f frames.Frame) bool {
