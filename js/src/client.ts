@@ -1002,6 +1002,7 @@ class Proc {
     this.remoteDestroy ??= (async () => {
       const deadline = Date.now() + timeout;
       let cur = 0;
+      let last: Error | undefined;
       for (;;) {
         if (this.destroyed) return;
         try {
@@ -1013,11 +1014,15 @@ class Proc {
             t.terminate();
           }
         } catch (e) {
-          if (e instanceof SandboxError || e instanceof SandboxProtocolInvalid) return;
+          if (e instanceof SandboxError) return; // settled with it
+          if (e instanceof SandboxProtocolInvalid) throw e;
+          last = e as Error;
         }
         cur = cur === 0 ? this.rmin : Math.min(2 * cur, this.rmax);
         const wait = jitter(cur);
-        if (Date.now() + wait >= deadline || this.destroyAbort.signal.aborted) return;
+        if (Date.now() + wait >= deadline || this.destroyAbort.signal.aborted) {
+          throw new ConnectionLost(`procwire: destroy not confirmed within ${timeout} ms: ${last?.message ?? "no attempt"}`);
+        }
         await new Promise((r) => setTimeout(r, wait));
       }
     })().finally(() => {

@@ -43,6 +43,7 @@ export function startServer(args = []) {
           addr: new URL(m[1]).host,
           log: () => log,
           stop: () => stopChild(child),
+          kill: () => stopChild(child, "SIGKILL"),
         });
       }
     });
@@ -50,11 +51,11 @@ export function startServer(args = []) {
   });
 }
 
-function stopChild(child) {
+function stopChild(child, signal = "SIGTERM") {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => {
     child.on("exit", () => resolve());
-    child.kill("SIGTERM");
+    child.kill(signal);
   });
 }
 
