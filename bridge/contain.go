@@ -46,6 +46,7 @@ type ContainOptions struct {
 	// cgroup is created (it must be writable, for example one delegated
 	// to the server). Empty means the server's own cgroup: a cgroup
 	// without controllers may hold processes and children at once.
+	// NewContainment ends what servers that died left in it (Swept).
 	CgroupParent string
 }
 
@@ -55,6 +56,8 @@ type ContainOptions struct {
 type Containment struct {
 	kind         string
 	cgroupParent string // ContainCgroup
+	owner        string // ContainCgroup: the prefix of this server's cgroups, ownerPrefix()
+	swept        int    // ContainCgroup: cgroups of dead servers ended at creation
 	seq          atomic.Uint64
 }
 
@@ -102,6 +105,8 @@ func NewContainment(opts ContainOptions) (*Containment, error) {
 		opts.CgroupParent = dir
 		return err
 	}); ok {
+		c.owner = ownerPrefix(os.Getpid())
+		c.swept = sweepDeadServers(c.cgroupParent)
 		return c, nil
 	}
 	if c, ok := try(ContainPIDNamespace, probePIDNamespace); ok {
@@ -114,6 +119,68 @@ func NewContainment(opts ContainOptions) (*Containment, error) {
 		return nil, fmt.Errorf("%w: unknown kind %q", ErrContainmentUnavailable, opts.Kind)
 	}
 	return nil, fmt.Errorf("%w: %s", ErrContainmentUnavailable, strings.Join(whyNot, "; "))
+}
+
+// Swept returns how many cgroups left by servers that died (their children
+// cannot outlive them by Pdeathsig alone) NewContainment found under the
+// cgroup parent and ended.
+func (c *Containment) Swept() int { return c.swept }
+
+// ownerPrefix names the cgroups of server pid: "procwire-PID.START", where
+// START is the process's start time in clock ticks after boot, so that a
+// later process with the same pid is not mistaken for it.
+func ownerPrefix(pid int) string {
+	return fmt.Sprintf("procwire-%d.%d", pid, startTime(pid))
+}
+
+// startTime returns field 22 of /proc/PID/stat, or 0 if pid is gone.
+func startTime(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	// Fields after the command name start at field 3 (state).
+	if len(f) < 20 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[19], 10, 64)
+	return n
+}
+
+// sweepDeadServers ends the cgroups under parent that a server which is no
+// longer running left behind ("procwire-PID.START-N" whose PID is gone or
+// started at another time): cgroup.kill, a bounded wait, rmdir. It returns
+// how many it found.
+func sweepDeadServers(parent string) int {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return 0
+	}
+	var stale []*cgroup
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), "procwire-")
+		if !e.IsDir() || !ok {
+			continue
+		}
+		owner, _, ok := strings.Cut(rest, "-")
+		pidStr, start, ok2 := strings.Cut(owner, ".")
+		pid, err := strconv.Atoi(pidStr)
+		if !ok || !ok2 || err != nil || "procwire-"+pidStr+"."+start == ownerPrefix(pid) {
+			continue // not ours, or its server runs
+		}
+		g := &cgroup{dir: filepath.Join(parent, e.Name())}
+		_ = g.kill()
+		stale = append(stale, g)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, g := range stale {
+		if empty, _ := g.waitEmpty(deadline); empty {
+			_ = g.remove()
+		}
+	}
+	return len(stale)
 }
 
 // Kind returns one of the Contain constants.
@@ -241,7 +308,7 @@ type cgroup struct {
 // newCgroup creates the cgroup of a new process and opens it for
 // clone(CLONE_INTO_CGROUP).
 func (c *Containment) newCgroup() (*cgroup, int, error) {
-	dir := filepath.Join(c.cgroupParent, fmt.Sprintf("procwire-%d-%d", os.Getpid(), c.seq.Add(1)))
+	dir := filepath.Join(c.cgroupParent, fmt.Sprintf("%s-%d", c.owner, c.seq.Add(1)))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, -1, fmt.Errorf("create cgroup: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -254,4 +255,49 @@ func TestStdoutEOFIsTheChilds(t *testing.T) {
 		require.False(t, exited)
 		require.NoError(t, p.Destroy())
 	})
+}
+
+// TestCgroupsOfADeadServerAreEnded: a server that died (SIGKILL, a crash)
+// leaves its children's descendants in their cgroups; the next containment
+// created under the same parent ends them.
+func TestCgroupsOfADeadServerAreEnded(t *testing.T) {
+	c, err := NewContainment(ContainOptions{Kind: ContainCgroup})
+	if err != nil {
+		t.Skipf("this machine does not allow cgroups: %v", err)
+	}
+	// A pid that ran and is gone: a dead server's.
+	dead, err := os.StartProcess("/bin/true", []string{"true"}, &os.ProcAttr{})
+	require.NoError(t, err)
+	prefix := ownerPrefix(dead.Pid)
+	_, err = dead.Wait()
+	require.NoError(t, err)
+	require.NotEqual(t, prefix, ownerPrefix(dead.Pid), "the pid was reused at once")
+
+	// Its cgroup, holding a descendant that outlived it.
+	req, mark := marked(t, `sleep 300 & echo started; wait`)
+	p, err := c.Start(req, nil)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	newConsumer(t, p, &out).until("started", func() bool { return out.Len() > 0 })
+	stale := filepath.Join(filepath.Dir(p.cgroup.dir), prefix+"-1")
+	require.NoError(t, os.Mkdir(stale, 0o755))
+	for _, pid := range p.cgroup.members() {
+		require.NoError(t, os.WriteFile(stale+"/cgroup.procs", []byte(strconv.Itoa(pid)), 0))
+	}
+	t.Cleanup(func() {
+		g := &cgroup{dir: stale}
+		_ = g.kill()
+		_, _ = g.waitEmpty(time.Now().Add(testTimeout))
+		_ = g.remove()
+	})
+	require.NotEmpty(t, markedAlive(mark))
+
+	// Another server's live cgroups, and this one's, are left alone.
+	c2, err := NewContainment(ContainOptions{Kind: ContainCgroup})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, c2.Swept(), 1)
+	require.Empty(t, markedAlive(mark), "the dead server's descendants live on")
+	_, err = os.Stat(stale)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.NoError(t, p.Destroy())
 }
