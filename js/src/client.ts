@@ -461,7 +461,7 @@ class Proc {
       f = decode(line, MAX_LINE);
     } catch (e) {
       if (e instanceof DecodeError) {
-        throw new SandboxProtocolInvalid("open_process", e.frame + (e.frame && e.field ? "." : "") + e.field, e.message);
+        throw new SandboxProtocolInvalid("open_process", e.frame + (e.frame && e.field ? "." : "") + e.field, e.message, { cause: e });
       }
       throw e;
     }

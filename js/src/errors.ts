@@ -104,12 +104,14 @@ export function sandboxError(frame: ErrorFrame): SandboxError {
 export class SandboxProtocolInvalid extends ProcwireError {
   override name = "SandboxProtocolInvalid";
   readonly code = "SandboxProtocolInvalid";
+  /** For a frame that does not decode, `cause` is the DecodeError. */
   constructor(
     readonly operation: string,
     readonly field: string,
     readonly detail: string,
+    options?: { cause?: unknown },
   ) {
-    super(`procwire: SandboxProtocolInvalid: ${operation}${field ? ": " + field : ""}${detail ? ": " + detail : ""}`);
+    super(`procwire: SandboxProtocolInvalid: ${operation}${field ? ": " + field : ""}${detail ? ": " + detail : ""}`, options);
   }
 }
 

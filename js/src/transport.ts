@@ -111,7 +111,9 @@ export function dial(C: WebSocketClass, url: string, headers: Record<string, str
     };
     try {
       if (isWsClass(C)) {
-        const sock = new C(url, [SUBPROTOCOL], { headers, maxPayload: MAX_LINE, perMessageDeflate: false }) as WsLike;
+        // The decoder checks UTF-8 itself (strings are validated, and
+        // nothing else but ASCII is valid outside them): ws need not.
+        const sock = new C(url, [SUBPROTOCOL], { headers, maxPayload: MAX_LINE, perMessageDeflate: false, skipUTF8Validation: true }) as WsLike;
         abortSock = () => sock.terminate();
         sock.binaryType = "nodebuffer";
         const t = wsTransport(sock);

@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { WebSocketServer } from "ws";
-import { openProcess, decode, encode, argumentsDigest, SandboxProtocolInvalid, SandboxOperationFailed } from "../dist/index.js";
+import { openProcess, decode, encode, argumentsDigest, ConnectionLost, DecodeError, SandboxProtocolInvalid, SandboxOperationFailed } from "../dist/index.js";
 import { req } from "./helpers.mjs";
 
 const PID = "8f3a0c1e5b7d49a2b6c4e0f1a2b3c4d5";
@@ -197,7 +197,7 @@ test("an open that never gets an answer is destroyed by instance_id and open_key
       ws.close(1000);
     }
   });
-  await assert.rejects(openProcess(srv.url, "inst-6", req("cat"), { reconnectMin: 5, reconnectMax: 10, resumeBudget: 3 }), (e) => e.name === "ConnectionLost");
+  await assert.rejects(openProcess(srv.url, "inst-6", req("cat"), { reconnectMin: 5, reconnectMax: 10, resumeBudget: 3 }), ConnectionLost);
   assert.deepEqual(await got, { type: "destroy", instance_id: "inst-6", open_key: key });
   await srv.close();
 });
@@ -295,5 +295,22 @@ test("heartbeat: a peer that stops answering pings is dropped and the process re
   assert.deepEqual(seen, ["open", "resume"]);
   await p.destroy();
   assert.equal(p.progress().connections, 2);
+  await srv.close();
+});
+
+test("invalid UTF-8 in a text message is a protocol violation (the decoder checks it, not ws)", async () => {
+  const srv = await fake(async ({ ws, next, send }) => {
+    const f = await next();
+    if (f.type === "open") {
+      send(await opened(f));
+      const bad = Buffer.concat([Buffer.from('{"type":"error","code":"SandboxFileTooLarge","message":"'), Buffer.from([0xff]), Buffer.from('"}\n')]);
+      ws.send(bad, { binary: false });
+    } else if (f.type === "destroy") {
+      send({ type: "destroyed", process_id: PID });
+    }
+  });
+  const p = await openProcess(srv.url, "inst-11", req("cat"));
+  await assert.rejects(p.wait(), (e) => e instanceof SandboxProtocolInvalid && e.field === "error" && e.cause instanceof DecodeError && e.cause.kind === "syntax");
+  await p.destroy();
   await srv.close();
 });

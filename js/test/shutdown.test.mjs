@@ -15,7 +15,7 @@ test("a server shutting down sends exit and destroyed: the handle ends Destroyed
 
 test("a server gone without a word: resumes are tried for the grace, then the handle ends ConnectionLost", async () => {
   const srv = await startServer(["--grace", "2s"]);
-  const p = await openProcess(srv.url, instance("gone"), req("sleep", "600"), { reconnectMin: 20, reconnectMax: 200 });
+  const p = await openProcess(srv.url, instance("gone"), req("sleep", "600"), { reconnectMin: 20, reconnectMax: 200, destroyTimeout: 1000 });
   await srv.kill();
   await assert.rejects(p.wait(), ConnectionLost);
   await assert.rejects(p.output.getReader().read(), ConnectionLost);
