@@ -42,6 +42,9 @@ func (c *proxyConn) processID() string {
 type fault struct {
 	toServer func(c *proxyConn, f frames.Frame) []frames.Frame
 	toClient func(c *proxyConn, f frames.Frame) []frames.Frame
+	// refuse, when it returns a reason, closes the client's connection
+	// with 1007 and that reason instead of passing f to the server.
+	refuse func(f frames.Frame) string
 }
 
 // brokenServer starts a real server behind a proxy applying f and returns
@@ -85,8 +88,8 @@ func brokenServer(t *testing.T, f fault) string {
 		down.SetReadLimit(-1)
 		c := &proxyConn{}
 		var pumps sync.WaitGroup
-		pumps.Go(func() { pump(ctx, down, up, c, f.toServer) })
-		pumps.Go(func() { pump(ctx, up, down, c, f.toClient) })
+		pumps.Go(func() { pump(ctx, down, up, c, f.toServer, f.refuse) })
+		pumps.Go(func() { pump(ctx, up, down, c, f.toClient, nil) })
 		pumps.Wait()
 	}))
 	t.Cleanup(func() {
@@ -98,7 +101,7 @@ func brokenServer(t *testing.T, f fault) string {
 
 // pump copies messages from src to dst through hook, then passes the
 // close on.
-func pump(ctx context.Context, src, dst *websocket.Conn, c *proxyConn, hook func(*proxyConn, frames.Frame) []frames.Frame) {
+func pump(ctx context.Context, src, dst *websocket.Conn, c *proxyConn, hook func(*proxyConn, frames.Frame) []frames.Frame, refuse func(frames.Frame) string) {
 	for {
 		typ, b, err := src.Read(ctx)
 		if err != nil {
@@ -112,6 +115,13 @@ func pump(ctx context.Context, src, dst *websocket.Conn, c *proxyConn, hook func
 		}
 		out := [][]byte{b}
 		if f, derr := frames.Decode(b); derr == nil && typ == websocket.MessageText {
+			if refuse != nil {
+				if reason := refuse(f); reason != "" {
+					_ = src.Close(websocket.StatusInvalidFramePayloadData, reason)
+					_ = dst.CloseNow()
+					return
+				}
+			}
 			switch f := f.(type) {
 			case *frames.Opened:
 				c.setProcess(f.ProcessID)
@@ -306,5 +316,30 @@ func TestBrokenServersAreCaught(t *testing.T) {
 			require.Equal(t, conform.Fail, c.Outcome, "%s: %s", fc.name, c.Detail)
 			require.Contains(t, c.Detail, fc.quote, "%s: the deviation quoted", fc.name)
 		})
+	}
+}
+
+// TestEarlierServerSkips: a server that predates open_key refuses it as an
+// unknown field (PROTOCOL.md §9); its cases are recorded skips, not
+// failures and not passes.
+func TestEarlierServerSkips(t *testing.T) {
+	url := brokenServer(t, fault{refuse: func(f frames.Frame) string {
+		switch f := f.(type) {
+		case *frames.Open:
+			if f.OpenKey != "" {
+				return "open.open_key: unknown_field"
+			}
+		case *frames.Destroy:
+			if f.InstanceID != "" {
+				return "destroy.instance_id: unknown_field"
+			}
+		}
+		return ""
+	}})
+	rep := runAgainst(t, url, "open-key-repeat", "destroy-by-key")
+	require.True(t, rep.OK())
+	for _, c := range rep.Cases {
+		require.Equal(t, conform.Skip, c.Outcome, "%s: %s", c.Name, c.Detail)
+		require.Contains(t, c.Detail, "does not implement")
 	}
 }
