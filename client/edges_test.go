@@ -561,3 +561,79 @@ func readFile(t *testing.T, name string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// A signal the server fails to deliver is answered in-band for that
+// signal's id: Signal returns the typed error at once, and the handle and
+// its connection go on.
+func TestSignalFailedInBand(t *testing.T) {
+	var conns atomic.Int32
+	f := newFake(t, func(fc *fakeConn, first frames.Frame) {
+		conns.Add(1)
+		fc.send(opened(first.(*frames.Open)))
+		for {
+			fr, ok := fc.recv()
+			if !ok {
+				return
+			}
+			switch fr := fr.(type) {
+			case *frames.Signal:
+				if fr.Signal == frames.SIGINT {
+					fc.send(&frames.Error{Code: frames.OperationFailed, Operation: "signal_process", Reason: "signal_failed", Message: "operation not permitted", ID: fr.ID})
+				} else {
+					fc.send(&frames.Signaled{ID: fr.ID, Result: frames.SignalDelivered})
+				}
+			case *frames.Destroy:
+				fc.send(&frames.Exit{Signal: "SIGKILL"})
+				fc.send(&frames.Destroyed{ProcessID: fakeID})
+				return
+			}
+		}
+	})
+	p := openFake(t, f)
+	c := ctx(t)
+	for range 3 {
+		_, err := p.Signal(c, frames.SIGINT)
+		var re *client.RemoteError
+		require.ErrorAs(t, err, &re)
+		require.Equal(t, "signal_failed", re.Frame.Reason)
+		ok, err := p.Signal(c, frames.SIGTERM)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	require.Equal(t, int32(1), conns.Load(), "one connection")
+	require.NoError(t, p.Destroy(c))
+}
+
+// A stdin write the server cannot perform is answered in-band: later
+// writes and the close fail with the typed error, and the rest of the
+// handle goes on.
+func TestStdinFailedInBand(t *testing.T) {
+	f := newFake(t, func(fc *fakeConn, first frames.Frame) {
+		fc.send(opened(first.(*frames.Open)))
+		for {
+			fr, ok := fc.recv()
+			if !ok {
+				return
+			}
+			switch fr.(type) {
+			case *frames.Stdin:
+				fc.send(&frames.Error{Code: frames.OperationFailed, Operation: "write_stdin", Reason: "stdin_failed"})
+				fc.send(&frames.Stdout{Off: 0, Data: []byte("still here\n")})
+			case *frames.Destroy:
+				fc.send(&frames.Destroyed{ProcessID: fakeID})
+				return
+			}
+		}
+	})
+	p := openFake(t, f)
+	c := ctx(t)
+	_, err := p.Stdin().Write([]byte("x"))
+	require.NoError(t, err, "held by the client")
+	require.Equal(t, "still here\n", readLine(t, c, p.Stdout()))
+	var re *client.RemoteError
+	_, err = p.Stdin().Write([]byte("y"))
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "write_stdin", re.Frame.Operation)
+	require.ErrorAs(t, p.Stdin().Close(), &re)
+	require.NoError(t, p.Destroy(c))
+}
