@@ -178,6 +178,9 @@ func (p *Process) reconnect(b *backoff) *wsConn {
 			return nil
 		}
 		if p.m.expired(time.Now()) {
+			if last == nil {
+				last = errors.New("no attempt in time")
+			}
 			p.applyLocked(p.m.leave(fmt.Errorf("%w: no resume within the %v grace: %w", ErrConnectionLost, p.m.grace, last)))
 			p.mu.Unlock()
 			return nil
