@@ -70,6 +70,13 @@ export interface OpenOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * The chunks of output and error: bytes backed by a plain ArrayBuffer (not
+ * a SharedArrayBuffer), so they type-check into TextDecoderStream and other
+ * BufferSource sinks.
+ */
+export type Bytes = Uint8Array<ArrayBuffer>;
+
 /** How the process ended: exactly one of code and signal is set. */
 export type Exit = { readonly code: number; readonly signal?: undefined } | { readonly code?: undefined; readonly signal: string };
 
@@ -101,9 +108,9 @@ export interface ProcessHandle {
   /** The child's stdin: close() is the half-close, abort() destroys. */
   readonly input: WritableStream<Uint8Array>;
   /** The child's stdout: lossless, with a real EOF; reading it is what lets the child write more. */
-  readonly output: ReadableStream<Uint8Array>;
+  readonly output: ReadableStream<Bytes>;
   /** The child's stderr: bounded, best effort; ends after the exit. */
-  readonly error: ReadableStream<Uint8Array>;
+  readonly error: ReadableStream<Bytes>;
   /** Settles once with the exit; the same promise (and object) every time. */
   wait(): Promise<Exit>;
   /** Sends a signal to the child's process group: true if delivered, false if it had exited. */
@@ -338,8 +345,8 @@ class Proc {
   private redial: (() => void) | undefined;
 
   readonly input: WritableStream<Uint8Array>;
-  readonly output: ReadableStream<Uint8Array>;
-  readonly error: ReadableStream<Uint8Array>;
+  readonly output: ReadableStream<Bytes>;
+  readonly error: ReadableStream<Bytes>;
 
   constructor(
     readonly url: string,
@@ -363,11 +370,11 @@ class Proc {
       },
       new ByteLengthQueuingStrategy({ highWaterMark: STDIN_CHUNK }),
     );
-    this.output = new ReadableStream<Uint8Array>(
+    this.output = new ReadableStream<Bytes>(
       { pull: (c) => this.pullOutput(c), cancel: () => this.cancelOutput() },
       { highWaterMark: 0 },
     );
-    this.error = new ReadableStream<Uint8Array>({ pull: (c) => this.pullError(c) }, { highWaterMark: 0 });
+    this.error = new ReadableStream<Bytes>({ pull: (c) => this.pullError(c) }, { highWaterMark: 0 });
   }
 
   handle(): ProcessHandle {
@@ -888,12 +895,12 @@ class Proc {
     return b;
   }
 
-  private async pullOutput(ctl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+  private async pullOutput(ctl: ReadableStreamDefaultController<Bytes>): Promise<void> {
     for (;;) {
       if (this.destroyReq) return ctl.error(new Destroyed());
       const complete = this.outEOF !== undefined;
       if (this.err && !complete) return ctl.error(this.err); // what is held is not trusted any more
-      if (this.outQ.length > 0) return ctl.enqueue(this.consumeOutput(this.outQ.length));
+      if (this.outQ.length > 0) return ctl.enqueue(this.consumeOutput(this.outQ.length) as Bytes);
       if (complete) return ctl.close();
       await this.changed();
     }
@@ -906,12 +913,12 @@ class Proc {
     while (this.outQ.length > 0) this.consumeOutput(this.outQ.length);
   }
 
-  private async pullError(ctl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+  private async pullError(ctl: ReadableStreamDefaultController<Bytes>): Promise<void> {
     for (;;) {
       if (this.destroyReq) return ctl.error(new Destroyed());
       const complete = this.exit !== undefined;
       if (this.err && !complete) return ctl.error(this.err);
-      if (this.errQ.length > 0) return ctl.enqueue(this.errQ.take(this.errQ.length));
+      if (this.errQ.length > 0) return ctl.enqueue(this.errQ.take(this.errQ.length) as Bytes);
       if (complete) return ctl.close();
       await this.changed();
     }

@@ -1,0 +1,43 @@
+// Compiled (never run) by npm test: the published declarations used the
+// way the README does, under strict settings.
+import {
+  openProcess,
+  ConnectionLost,
+  Destroyed,
+  SandboxError,
+  SandboxLifecycleConflict,
+  SandboxProtocolInvalid,
+  type Exit,
+  type ProcessHandle,
+  type OpenOptions,
+} from "../../dist/index.js";
+
+export async function pipeline(url: string, token: string): Promise<Exit> {
+  const options: OpenOptions = { token, stdoutWindow: 1 << 20, destroyTimeout: 5_000 };
+  const p: ProcessHandle = await openProcess(url, "instance-1", {
+    executable: "tr",
+    arguments: ["a-z", "A-Z"],
+    working_directory: "/tmp",
+    environment: { PATH: "/usr/bin:/bin" },
+  }, options);
+  try {
+    await Promise.all([
+      new Blob(["hello\n"]).stream().pipeTo(p.input),
+      p.output.pipeThrough(new TextDecoderStream()).pipeTo(new WritableStream<string>({ write: (s) => console.log(s) })),
+    ]);
+    const exit = await p.wait();
+    if (exit.signal !== undefined) console.log("killed by", exit.signal);
+    else console.log("exit code", exit.code satisfies number);
+    const delivered: boolean = await p.signal("SIGTERM");
+    console.log(delivered, p.errorDropped(), p.evidence.started_at, p.progress().stdoutRead);
+    return exit;
+  } catch (e) {
+    if (e instanceof SandboxLifecycleConflict) console.log(e.operation, e.actual);
+    else if (e instanceof SandboxError) console.log(e.code, e.reason, e.gap?.oldest);
+    else if (e instanceof SandboxProtocolInvalid) console.log(e.operation, e.field);
+    else if (e instanceof ConnectionLost || e instanceof Destroyed) console.log(e.message);
+    throw e;
+  } finally {
+    await p.destroy();
+  }
+}
