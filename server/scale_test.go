@@ -315,3 +315,51 @@ func TestMaxConnections(t *testing.T) {
 	}
 	h.open(openFrame("room", "true"))
 }
+
+func TestBudgetAccounting(t *testing.T) {
+	b := newBudget(100)
+	require.True(t, b.take(60))
+	require.False(t, b.take(41), "over the limit: refused, nothing taken")
+	require.True(t, b.take(40))
+	used, peak := b.usage()
+	require.Equal(t, int64(100), used)
+	require.Equal(t, int64(100), peak)
+	b.give(70)
+	used, peak = b.usage()
+	require.Equal(t, int64(30), used)
+	require.Equal(t, int64(100), peak, "the peak stays")
+	require.Panics(t, func() { b.give(31) }, "giving back more than was taken is a bug")
+}
+
+// TestBigFirstFrameWaitEnds: a first frame past firstSmall bytes waits for
+// a big-frame slot; the wait ends with its context (the first-frame
+// timeout or a shutdown), giving back what it took.
+func TestBigFirstFrameWaitEnds(t *testing.T) {
+	b := newBudget(512 << 20)
+	require.Equal(t, 2, cap(b.bigFirst), "one slot per 256 MiB of budget")
+	b.bigFirst <- struct{}{}
+	b.bigFirst <- struct{}{} // both slots held by other frames
+
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &firstMessage{b: b}
+	done := make(chan error, 1)
+	go func() { done <- m.read(ctx, strings.NewReader(strings.Repeat("x", firstSmall+1))) }()
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Equal(t, firstSmall, m.n, "it read what it may without a slot")
+	m.release()
+	used, _ := b.usage()
+	require.Zero(t, used)
+
+	<-b.bigFirst // a slot frees: a frame now reads to its end
+	m = &firstMessage{b: b}
+	require.NoError(t, m.read(context.Background(), strings.NewReader(strings.Repeat("y", firstSmall+1))))
+	require.Equal(t, strings.Repeat("y", firstSmall+1), string(m.bytes()))
+	used, _ = b.usage()
+	require.Equal(t, int64(3*chunk.Size), used, "its bytes, in whole chunks")
+	m.release()
+	m.release() // idempotent
+	used, _ = b.usage()
+	require.Zero(t, used)
+	require.Len(t, b.bigFirst, 1, "its slot given back")
+}
