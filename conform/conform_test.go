@@ -26,9 +26,11 @@ const testToken = "conform-test-token"
 func localServer(t *testing.T) string {
 	t.Helper()
 	srv, err := server.New(server.Config{
-		Token:     testToken,
-		Grace:     2 * time.Second,
-		Heartbeat: time.Second,
+		Token: testToken,
+		// Short enough for the timer cases to run, long enough that a
+		// loaded CI machine answers every ping in time.
+		Grace:     3 * time.Second,
+		Heartbeat: 2 * time.Second,
 		Logger:    slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)

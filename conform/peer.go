@@ -194,9 +194,27 @@ func (p *peer) sendRaw(ctx context.Context, b []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	if err := p.ws.Write(ctx, websocket.MessageText, b); err != nil {
-		return fmt.Errorf("write %s: %w", quoteLine(b), err)
+		return fmt.Errorf("write %s: %w%s", quoteLine(b), err, p.closeCause())
 	}
 	return nil
+}
+
+// closeCause looks, briefly, for the close the server sent before a write
+// failed, and names it.
+func (p *peer) closeCause() string {
+	if p.in == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := p.readMessage(ctx); err == nil {
+			continue
+		} else if ce, ok := errors.AsType[websocket.CloseError](err); ok {
+			return fmt.Sprintf(" (the server had closed %d %q)", int(ce.Code), ce.Reason)
+		}
+		return ""
+	}
 }
 
 // cut drops the connection without a close handshake, as a network fault
