@@ -45,6 +45,8 @@ type fault struct {
 	// refuse, when it returns a reason, closes the client's connection
 	// with 1007 and that reason instead of passing f to the server.
 	refuse func(f frames.Frame) string
+	// stripRouting drops the routing headers instead of passing them on.
+	stripRouting bool
 }
 
 // brokenServer starts a real server behind a proxy applying f and returns
@@ -55,7 +57,11 @@ func brokenServer(t *testing.T, f fault) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := http.Header{}
-		for _, k := range []string{"Authorization", "Origin"} {
+		pass := []string{"Authorization", "Origin", frames.HeaderInstance, frames.HeaderProcess}
+		if f.stripRouting {
+			pass = pass[:2]
+		}
+		for _, k := range pass {
 			if v := r.Header.Get(k); v != "" {
 				h.Set(k, v)
 			}
@@ -304,6 +310,32 @@ var faults = []struct {
 		},
 		catch: "replay-gap",
 		quote: "answered resumed and replayed from 16384: 15384 bytes skipped silently",
+	},
+	{
+		name: "a repeated open that starts a second process",
+		fault: func() fault {
+			var mu sync.Mutex
+			n := 0
+			return fault{toServer: func(_ *proxyConn, f frames.Frame) []frames.Frame {
+				if o, ok := f.(*frames.Open); ok && o.OpenKey != "" {
+					mu.Lock()
+					defer mu.Unlock()
+					n++
+					g := *o
+					g.InstanceID = o.InstanceID + "-" + strings.Repeat("k", n)
+					return []frames.Frame{&g}
+				}
+				return nil
+			}}
+		},
+		catch: "open-key-repeat",
+		quote: "a second process for one open_key",
+	},
+	{
+		name:  "routing headers ignored",
+		fault: func() fault { return fault{stripRouting: true} },
+		catch: "routing-headers",
+		quote: "names another instance was served, answered {\"type\":\"opened\"",
 	},
 }
 

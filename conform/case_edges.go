@@ -207,7 +207,16 @@ func caseRoutingHeaders(ctx context.Context, t *T) {
 		if err := g.send(ctx, f); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		t.expectClose(ctx, g, what, websocket.StatusProtocolError, nil, nil)
+		a, err := g.next(ctx)
+		if err == nil {
+			if o, ok := a.(*frames.Opened); ok {
+				t.opened = append(t.opened, opened{o.ProcessID, o.Token})
+			}
+			t.Fatalf("%s was served, answered %s: expected close 1002 before anything is done", what, show(a))
+		}
+		if ce, ok := errors.AsType[*closedError](err); !ok || ce.code != websocket.StatusProtocolError {
+			t.Fatalf("%s: expected close 1002, got %v", what, err)
+		}
 	}
 
 	// A header that disagrees with the first frame is refused before
