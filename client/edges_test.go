@@ -187,9 +187,17 @@ func TestShutdownEndsAsDestroyed(t *testing.T) {
 func TestResumeBudget(t *testing.T) {
 	cut := make(chan struct{})
 	var resumes atomic.Int32
-	f := resumeFake(t, cut, func(fc *fakeConn, r *frames.Resume) {
-		resumes.Add(1)
-		fc.ws.Close(websocket.StatusInternalError, "internal error")
+	f := newFake(t, func(fc *fakeConn, first frames.Frame) {
+		switch first := first.(type) {
+		case *frames.Open:
+			o := opened(first)
+			o.GraceMS = 60_000 // the budget, not the grace, ends it
+			fc.send(o)
+			fc.drain(cut)
+		case *frames.Resume:
+			resumes.Add(1)
+			fc.ws.Close(websocket.StatusInternalError, "internal error")
+		}
 	})
 	p, err := client.Open(ctx(t), f.url, "inst-1", req("cat"), nil)
 	require.NoError(t, err)

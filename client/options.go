@@ -34,8 +34,8 @@ type Options struct {
 	// ResumeBudget is how many resumes in a row may reach the server and
 	// fail without an answer (closed, reset) before the handle ends with
 	// ErrConnectionLost naming the last cause. A successful resume resets
-	// the count. 0 means 8; dials that reach no server count only against
-	// the grace.
+	// the count. 0 means 8 (with the default backoff: 3.6–7.2 s after the
+	// loss); dials that reach no server count only against the grace.
 	ResumeBudget int
 	// DestroyTimeout bounds Destroy (and the destroy the client makes on
 	// its own after a failure), whatever its context. 0 means 10s: the

@@ -28,20 +28,27 @@ func (p *Process) supervise(ws *wsConn) {
 		start := time.Now()
 		err := p.serve(ws)
 		now := time.Now()
-		if now.Sub(start) > p.opts.ReconnectMax {
-			b.reset() // a connection that lasted is no sign of a failing server
-		}
+		lasted := now.Sub(start) > p.opts.ReconnectMax
 		p.mu.Lock()
 		p.m.lost(now)
 		if !p.m.ended() {
 			p.applyLocked(p.closedForGood(err))
 		}
-		ended := p.m.ended()
+		ended, deadline := p.m.ended(), p.m.graceEnd()
 		p.mu.Unlock()
 		if ended || p.life.Err() != nil {
 			break
 		}
 		p.log.Info("connection lost, resuming", "err", err)
+		if lasted {
+			b.reset() // a connection that lasted is no sign of a failing server
+		} else {
+			// Resumed and lost again at once (a server that closes after
+			// every resume): back off, not a connection per round trip.
+			ctx, cancel := context.WithDeadline(p.life, deadline)
+			b.wait(ctx, p.redial)
+			cancel()
+		}
 		ws = p.reconnect(b)
 	}
 	p.autoDestroy()
