@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,7 +30,9 @@ func TestDestroyIdempotent(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, client.ExitStatus{Signal: "SIGKILL"}, st)
 		_, err = p.Stdout().ReadContext(c, make([]byte, 1))
-		require.ErrorIs(t, err, client.ErrDestroyed)
+		if !errors.Is(err, io.EOF) { // the killed child's stdout may end before destroyed
+			require.ErrorIs(t, err, client.ErrDestroyed)
+		}
 		_, err = p.Stdin().WriteContext(c, []byte("x"))
 		require.ErrorIs(t, err, client.ErrDestroyed)
 		_, err = p.Signal(c, frames.SIGTERM)
