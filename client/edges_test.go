@@ -418,17 +418,20 @@ func TestDetachAttach(t *testing.T) {
 func TestAttachAfterAcknowledgedStdout(t *testing.T) {
 	e := newEnv(t, server.Config{})
 	c := ctx(t)
-	p := open(t, e.url, req("cat"), nil)
-	_, err := p.Stdin().Write([]byte("first\n"))
+	// Acks are batched by a quarter window: with a 1 KiB window, reading
+	// a line of 256 bytes acknowledges it.
+	p := open(t, e.url, req("cat"), &client.Options{StdoutWindow: 1 << 10})
+	first := strings.Repeat("f", 255) + "\n"
+	_, err := p.Stdin().Write([]byte(first))
 	require.NoError(t, err)
-	require.Equal(t, "first\n", readLine(t, c, p.Stdout()))
+	require.Equal(t, first, readLine(t, c, p.Stdout()))
 	h := p.Handle()
 	// The ack of the line read goes out before the next stdin on the same
 	// connection: once the echo of that stdin arrived, the server has
 	// dropped the line.
 	_, err = p.Stdin().Write([]byte("second\n"))
 	require.NoError(t, err)
-	eventually(t, c, "the echo to arrive", func() bool { return p.Stdout().Received() == int64(len("first\nsecond\n")) })
+	eventually(t, c, "the echo to arrive", func() bool { return p.Stdout().Received() == int64(len(first+"second\n")) })
 	p.Detach()
 
 	q, err := client.Attach(c, e.url, h, fastOpts())

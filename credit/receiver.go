@@ -63,17 +63,24 @@ func (r *Receiver) Consume(n int64) {
 
 // Grant decides whether to announce more credit, so that announcements are
 // batched rather than sent after every read. The next limit is
-// Consumed() + Window() (capped at math.MaxInt64). It is worth announcing when
-// it exceeds the announced limit by at least Window()/4 (at least 1), or when
-// everything received has been consumed and any increase is pending: the
-// peer may then be waiting for exactly that remainder, and must not stall.
+// Consumed() + Window() (capped at math.MaxInt64). It is worth announcing
+// when it exceeds the announced limit by at least a quarter window
+// (Window()/4, at least 1), or when everything received has been consumed
+// and the peer's remaining credit (Limit() - Received()) has fallen below a
+// quarter window: then the peer may be waiting for exactly that remainder
+// and must not stall. Short of the cap the second rule is implied by the
+// first (the growth is then over three quarters of a window), so a reader
+// that keeps up with a peer that sends little announces nothing until a
+// quarter window has passed.
 //
 // When ok is true the caller must announce limit; Grant has recorded it as
 // announced. When ok is false, limit is the limit already announced.
 func (r *Receiver) Grant() (limit int64, ok bool) {
 	next := r.window + min(r.consumed, math.MaxInt64-r.window)
 	grow := next - r.limit
-	if grow <= 0 || (grow < max(r.window/4, 1) && r.consumed < r.received) {
+	quarter := max(r.window/4, 1)
+	starving := r.consumed == r.received && r.limit-r.received < quarter
+	if grow <= 0 || (grow < quarter && !starving) {
 		return r.limit, false
 	}
 	r.limit = next

@@ -35,18 +35,36 @@ func TestReceiverGrantBatches(t *testing.T) {
 	assert.Equal(t, int64(160), l)
 }
 
-// TestReceiverGrantRemainder: once everything received is consumed, even a
-// small increase is announced, so a sender waiting for it cannot stall.
-func TestReceiverGrantRemainder(t *testing.T) {
+// TestReceiverGrantQuiet: a reader that keeps up with a peer sending
+// little announces nothing until a quarter window has been consumed; the
+// peer still has most of its window.
+func TestReceiverGrantQuiet(t *testing.T) {
 	r := NewReceiver(100)
-	require.NoError(t, r.Receive(3))
-	r.Consume(2)
-	_, ok := r.Grant()
-	assert.False(t, ok)
+	for range 24 {
+		require.NoError(t, r.Receive(1))
+		r.Consume(1)
+		_, ok := r.Grant()
+		assert.False(t, ok)
+	}
+	require.NoError(t, r.Receive(1))
 	r.Consume(1)
 	l, ok := r.Grant()
 	assert.True(t, ok)
-	assert.Equal(t, int64(103), l)
+	assert.Equal(t, int64(125), l)
+}
+
+// TestReceiverGrantStarving: once everything received is consumed and the
+// peer has less than a quarter window left, even a small increase (here
+// cut short by the math.MaxInt64 cap) is announced, so that a sender
+// waiting for it cannot stall.
+func TestReceiverGrantStarving(t *testing.T) {
+	r := &Receiver{window: 100, limit: math.MaxInt64 - 10, received: math.MaxInt64 - 15, consumed: math.MaxInt64 - 16}
+	_, ok := r.Grant()
+	assert.False(t, ok, "a byte is still buffered")
+	r.Consume(1)
+	l, ok := r.Grant()
+	assert.True(t, ok, "growth 10 < 25, but the peer has only 5 left")
+	assert.Equal(t, int64(math.MaxInt64), l)
 }
 
 func TestReceiverTinyWindow(t *testing.T) {

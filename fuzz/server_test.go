@@ -1883,14 +1883,17 @@ func (r *run) sync(c *hconn) {
 	c.waitUntil(fmt.Sprintf("echo up to %d", want), func() bool {
 		return c.outEnd >= want || c.eof >= 0 || c.destroyed || c.bad != ""
 	})
-	// Once cat consumed all its stdin (echoed it, or died), the whole
-	// window is granted again: credit never stalls on a remainder (§5).
+	// Once cat consumed all its stdin (echoed it, or died), credit never
+	// stalls on a remainder (§5): the whole window is granted again, or
+	// the grant is held back only while less than a quarter window of
+	// growth is pending, so the client has more than three quarters left.
 	c.mu.Lock()
 	consumed := c.outEnd == end || c.eof >= 0
 	c.mu.Unlock()
 	if consumed && !closed {
-		c.waitUntil(fmt.Sprintf("credit up to %d", end+stdinWindow), func() bool {
-			return c.limit >= end+stdinWindow || c.destroyed || c.bad != ""
+		least := end + stdinWindow - max(stdinWindow/4, 1) + 1
+		c.waitUntil(fmt.Sprintf("credit up to %d", least), func() bool {
+			return c.limit >= least || c.destroyed || c.bad != ""
 		})
 	}
 }

@@ -883,11 +883,14 @@ class Proc {
   private consumeOutput(n: number): Uint8Array {
     const b = this.outQ.take(n);
     this.outConsumed += b.length;
-    // Batched as credit is: when the limit grows by a quarter window, or
-    // when everything received was consumed.
+    // Batched as credit is (credit.Receiver.Grant): when the limit grows by
+    // a quarter window, or when everything received was consumed and the
+    // server has less than a quarter window left.
     const next = this.outWindow + this.outConsumed;
     const grow = next - this.outLimit;
-    if (grow > 0 && (grow >= Math.max(Math.floor(this.outWindow / 4), 1) || this.outConsumed >= this.outReceived)) {
+    const quarter = Math.max(Math.floor(this.outWindow / 4), 1);
+    const starving = this.outConsumed >= this.outReceived && this.outLimit - this.outReceived < quarter;
+    if (grow > 0 && (grow >= quarter || starving)) {
       this.outLimit = next;
       this.ackTo = this.outConsumed;
       this.kick();
