@@ -14,6 +14,7 @@ import (
 // wsConn is one WebSocket connection with its framing buffers.
 type wsConn struct {
 	ws     *websocket.Conn
+	co     *coalescer         // batches a message's writes; nil: not ours to batch
 	cancel context.CancelFunc // ends the context the connection was dialled with
 	dec    frames.Decoder
 	rbuf   []byte // used by the one reader
@@ -41,7 +42,8 @@ func (p *Process) dial(ctx context.Context, processID string) (*wsConn, error) {
 	// cancels only while the handshake runs.
 	connCtx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
-	ws, resp, err := websocket.Dial(connCtx, p.url, p.dialOptions(h))
+	dialCtx, opts, co := p.dialOptions(connCtx, h)
+	ws, resp, err := websocket.Dial(dialCtx, p.url, opts)
 	if !stop() && err == nil {
 		ws.CloseNow()
 		err = ctx.Err()
@@ -59,7 +61,7 @@ func (p *Process) dial(ctx context.Context, processID string) (*wsConn, error) {
 		return nil, fmt.Errorf("dial %s: server chose subprotocol %q, want %q", p.url, got, frames.Subprotocol)
 	}
 	ws.SetReadLimit(frames.MaxLine)
-	return &wsConn{ws: ws, cancel: cancel, dec: frames.Decoder{MaxLine: frames.MaxLine}}, nil
+	return &wsConn{ws: ws, co: co, cancel: cancel, dec: frames.Decoder{MaxLine: frames.MaxLine}}, nil
 }
 
 // httpError is an upgrade the server answered without switching protocols.
@@ -87,6 +89,19 @@ func (w *wsConn) write(ctx context.Context, f frames.Frame) error {
 		return fmt.Errorf("write %s: %w", f.Type(), err)
 	}
 	return nil
+}
+
+// writeMessage sends wbuf as one text message, in one write to the
+// connection where the coalescer can make it so. It has no deadline: the
+// held bytes are written after ws.Write returned, where a context could no
+// longer end them; closing the connection does.
+func (w *wsConn) writeMessage() error {
+	w.co.hold()
+	err := w.ws.Write(context.Background(), websocket.MessageText, w.wbuf)
+	if rerr := w.co.release(); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // read returns the next frame. Its data is valid until the next read. A

@@ -3,6 +3,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -13,9 +14,12 @@ import (
 // dialOptions on js/wasm: the browser's WebSocket sends no headers of the
 // caller's (withDefaults refuses a Token there), so proxies cannot route on
 // Procwire-Instance and Options.HTTPClient and HTTPHeader are not used.
-func (p *Process) dialOptions(http.Header) *websocket.DialOptions {
-	return &websocket.DialOptions{Subprotocols: []string{frames.Subprotocol}}
+func (p *Process) dialOptions(ctx context.Context, _ http.Header) (context.Context, *websocket.DialOptions, *coalescer) {
+	return ctx, &websocket.DialOptions{Subprotocols: []string{frames.Subprotocol}}, nil
 }
+
+// dialClient: the browser dials; nothing to coalesce.
+func dialClient(*http.Client) *http.Client { return nil }
 
 // checkPlatform refuses what a browser's WebSocket cannot do: send headers.
 func checkPlatform(o *Options) error {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
 	"sync"
 	"time"
 
@@ -29,6 +30,7 @@ type Process struct {
 	url        string
 	instanceID string
 	opts       Options
+	dialClient *http.Client // opts.HTTPClient dialling through coalescers; nil: not ours
 	log        *slog.Logger
 
 	stdin  Stdin
@@ -105,6 +107,7 @@ func newProcess(url, instanceID string, o Options) *Process {
 		url:          url,
 		instanceID:   instanceID,
 		opts:         o,
+		dialClient:   dialClient(o.HTTPClient),
 		log:          o.Logger,
 		superDone:    make(chan struct{}),
 		done:         make(chan struct{}),

@@ -139,7 +139,7 @@ func (p *Process) writeLoop(ctx context.Context, ws *wsConn) error {
 				break
 			}
 			// Closing the connection ends a blocked write (see readLoop).
-			if err := ws.ws.Write(context.Background(), websocket.MessageText, ws.wbuf); err != nil {
+			if err := ws.writeMessage(); err != nil {
 				return fmt.Errorf("write: %w", err)
 			}
 		}
