@@ -50,6 +50,8 @@ type Process struct {
 	inBroken   bool       // the pipe failed: pushed bytes are discarded and counted
 	inStop     bool       // Destroy was called
 	inConsumed int64      // bytes written to the pipe or discarded after it failed
+	// inRaw is stdinW's, for PushStdin's direct writes; made by the first.
+	inRaw syscall.RawConn
 
 	outMu   sync.Mutex     // guards out and outStop; held while Stdout's fn runs
 	outCond *sync.Cond     // on outMu; wakes the stdout pump: room appeared, Destroy
@@ -331,9 +333,42 @@ func (p *Process) PushStdin(b []byte) error {
 		p.changed()
 		return nil
 	}
+	if p.inQ.len() == 0 {
+		// Nothing queued, so the pump is not writing: write what the pipe
+		// takes now ourselves, and spare the hand-off to the pump.
+		if n := p.writeStdinNowLocked(b); n > 0 {
+			p.inConsumed += int64(n)
+			p.changed()
+			if b = b[n:]; len(b) == 0 {
+				return nil
+			}
+		}
+	}
 	p.inQ.push(b, p.cfg.StdinWindow)
 	p.inCond.Signal()
 	return nil
+}
+
+// writeStdinNowLocked writes what the child's pipe takes of b without
+// waiting (the pipe is non-blocking) and returns how much. Any error, even
+// EPIPE, writes nothing: the bytes are queued and the pump meets the error
+// and handles it as always. p.inMu must be held and the queue empty.
+func (p *Process) writeStdinNowLocked(b []byte) int {
+	if p.inRaw == nil {
+		rc, err := p.stdinW.SyscallConn()
+		if err != nil {
+			return 0
+		}
+		p.inRaw = rc
+	}
+	n := 0
+	_ = p.inRaw.Write(func(fd uintptr) bool {
+		if k, err := syscall.Write(int(fd), b); err == nil {
+			n = k
+		}
+		return true // never wait: what the pipe refuses is queued
+	})
+	return n
 }
 
 // CloseStdin half-closes stdin: the pump closes the child's pipe after the

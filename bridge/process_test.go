@@ -63,6 +63,21 @@ func TestCloseStdinGivesEOF(t *testing.T) {
 	require.Equal(t, int64(100004), p.StdinConsumed())
 }
 
+// A push to an empty queue is written to the pipe at once by the caller,
+// without a hand-off to the stdin pump: counted as consumed when PushStdin
+// returns, even though the child (sleep) never reads. What the pipe
+// refuses is queued, in order (TestCatStreams16MiB mixes both).
+func TestPushStdinWritesAtOnce(t *testing.T) {
+	p := start(t, Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()},
+		&Config{StdinWindow: 1 << 20})
+	require.NoError(t, p.PushStdin([]byte("hello")))
+	require.Equal(t, int64(5), p.StdinConsumed())
+	require.NoError(t, p.PushStdin(make([]byte, 1<<20)))
+	consumed := p.StdinConsumed()
+	require.Less(t, consumed, int64(5+1<<20), "a pipe holds less than 1 MiB")
+	require.NoError(t, p.Destroy())
+}
+
 func TestStdinOverflow(t *testing.T) {
 	p := start(t, Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()},
 		&Config{StdinWindow: 10})
