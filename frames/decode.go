@@ -22,6 +22,11 @@ type Decoder struct {
 	// MaxLine is the longest line accepted, in bytes counting the '\n'
 	// (present or not). 0 means MaxLine.
 	MaxLine int
+	// MaxData bounds the inflated payload of a compressed data frame, in
+	// bytes: the max_data announced in opened. 0 or more than MaxData means
+	// MaxData. A block declaring more is refused (bad_payload) before any
+	// memory is allocated for it.
+	MaxData int
 
 	fresh bool // allocate every frame and payload (package-level Decode)
 
@@ -32,6 +37,8 @@ type Decoder struct {
 
 	scratch []byte // unescaped strings
 	data    []byte // decoded payload of the last data frame
+
+	inflated *[]byte // pooled inflate buffer of the last data frame, if any
 
 	stdin      Stdin
 	stdout     Stdout
@@ -46,6 +53,7 @@ type Decoder struct {
 // Decoder's doc for who owns the result. A refused line gives a
 // *DecodeError; Decode never panics.
 func (d *Decoder) Decode(line []byte) (Frame, error) {
+	d.release()
 	f, err := d.decodeLine(line)
 	if err != nil {
 		return nil, err
@@ -399,6 +407,21 @@ func (d *Decoder) end(s *schema, obj fielder, seen uint32, parent string) *Decod
 		err.Frame = d.frame
 		return err
 	}
+	if s.typ == TypeStdin || s.typ == TypeStdout || s.typ == TypeStderr {
+		if enc := obj.field(3).(*string); *enc != "" {
+			limit := d.MaxData
+			if limit <= 0 || limit > MaxData {
+				limit = MaxData
+			}
+			p := obj.field(2).(*[]byte)
+			raw, err := d.inflate(*p, limit)
+			if err != nil {
+				err.Frame, err.Field = d.frame, "data"
+				return err
+			}
+			*p = raw
+		}
+	}
 	return nil
 }
 
@@ -479,7 +502,7 @@ func (d *Decoder) value(fd *field, p any, parent string) *DecodeError {
 // interned holds the vocabulary strings, so decoding them allocates nothing.
 var interned = func() map[string]string {
 	m := map[string]string{WireRevision: WireRevision, SignalDelivered: SignalDelivered,
-		SignalAlreadyExited: SignalAlreadyExited}
+		SignalAlreadyExited: SignalAlreadyExited, EncS2: EncS2}
 	for s := range exitSignals {
 		m[s] = s
 	}

@@ -32,11 +32,11 @@ const (
 func Append(dst []byte, f Frame) []byte {
 	switch f := f.(type) {
 	case *Stdout:
-		return appendData(dst, prefixStdout, f.Off, f.Data)
+		return appendData(dst, prefixStdout, f.Off, f.Data, f.Enc)
 	case *Stderr:
-		return appendData(dst, prefixStderr, f.Off, f.Data)
+		return appendData(dst, prefixStderr, f.Off, f.Data, f.Enc)
 	case *Stdin:
-		return appendData(dst, prefixStdin, f.Off, f.Data)
+		return appendData(dst, prefixStdin, f.Off, f.Data, f.Enc)
 	}
 	s, obj := schemaOf(f)
 	if s == nil {
@@ -45,10 +45,17 @@ func Append(dst []byte, f Frame) []byte {
 	return append(appendObject(dst, s, obj), '\n')
 }
 
-func appendData(dst []byte, prefix string, off int64, data []byte) []byte {
+func appendData(dst []byte, prefix string, off int64, data []byte, enc string) []byte {
 	dst = append(dst, prefix...)
 	dst = strconv.AppendInt(dst, off, 10)
 	dst = append(dst, infixData...)
+	if enc == EncS2 {
+		if c := deflate(data); c != nil {
+			dst = appendBase64(dst, *c)
+			releaseDeflate(c)
+			return append(dst, `","enc":"s2"}`+"\n"...)
+		}
+	}
 	dst = appendBase64(dst, data)
 	return append(dst, "\"}\n"...)
 }

@@ -30,6 +30,7 @@ const (
 	KindBadTimestamp   Kind = "bad_timestamp"    // not canonical UTC ISO-8601 with milliseconds
 	KindBadDigest      Kind = "bad_digest"       // not sha256: and 64 lowercase hex digits
 	KindBadValue       Kind = "bad_value"        // a value outside its vocabulary or pattern
+	KindBadPayload     Kind = "bad_payload"      // a compressed payload that does not inflate to 1..max_data bytes
 )
 
 // Kinds returns every decode error kind, in the order of PROTOCOL.md §8.
@@ -39,7 +40,7 @@ func Kinds() []Kind {
 		KindCaseVariantKey, KindUnknownType, KindMissingField, KindUnknownField,
 		KindWrongType, KindBadInteger, KindBadBase64, KindOutOfBounds,
 		KindNulByte, KindBadEnvKey, KindBadSignal, KindBadExit, KindBadDestroy,
-		KindBadTimestamp, KindBadDigest, KindBadValue,
+		KindBadTimestamp, KindBadDigest, KindBadValue, KindBadPayload,
 	}
 }
 
@@ -145,6 +146,7 @@ var (
 	ErrBadTimestamp   = &DecodeError{Kind: KindBadTimestamp}
 	ErrBadDigest      = &DecodeError{Kind: KindBadDigest}
 	ErrBadValue       = &DecodeError{Kind: KindBadValue}
+	ErrBadPayload     = &DecodeError{Kind: KindBadPayload}
 )
 
 // join returns the dotted path parent.name without allocating when parent

@@ -29,6 +29,8 @@ const (
 	rResult                 // SignalDelivered, SignalAlreadyExited
 	rErrorCode              // ErrorCode.Valid
 	rData                   // base64, 1..MaxData bytes decoded
+	rEncList                // comma-separated encoding names
+	rEnc                    // EncS2
 	rArgs                   // request.arguments
 	rEnv                    // request.environment
 	rObject                 // nested object described by sub
@@ -125,13 +127,15 @@ var schemas = [...]*schema{
 		object("request", requestSchema, true),
 		intIn("stdout_window", false, MinWindow, MaxWindow),
 		intIn("stdin_window", false, MinWindow, MaxWindow),
-		str("open_key", rToken, false)),
+		str("open_key", rToken, false),
+		str("output_enc", rEncList, false),
+		str("stdin_enc", rEncList, false)),
 	TypeResume: frame(TypeResume,
 		str("process_id", rProcessID, true),
 		str("token", rToken, true),
 		offset("stdout_received"),
 		intIn("stderr_received", false, 0, math.MaxInt64)),
-	TypeStdin:      frame(TypeStdin, offset("off"), field{name: "data", rule: rData, req: true}),
+	TypeStdin:      frame(TypeStdin, offset("off"), field{name: "data", rule: rData, req: true}, str("enc", rEnc, false)),
 	TypeStdinClose: frame(TypeStdinClose, offset("off")),
 	TypeAck:        frame(TypeAck, offset("stdout")),
 	TypeSignal: frame(TypeSignal,
@@ -152,16 +156,18 @@ var schemas = [...]*schema{
 		offset("grace_ms"),
 		offset("heartbeat_ms"),
 		offset("exit_wait_ms"),
-		intIn("max_data", true, 1, MaxData)),
+		intIn("max_data", true, 1, MaxData),
+		str("output_enc", rEnc, false),
+		str("stdin_enc", rEnc, false)),
 	TypeResumed: frame(TypeResumed,
 		str("process_id", rProcessID, true),
 		object("evidence", evidenceSchema, true),
 		offset("stdin_received"),
 		offset("stdin_limit")),
 	TypeCredit:    frame(TypeCredit, offset("stdin_received"), offset("stdin_limit")),
-	TypeStdout:    frame(TypeStdout, offset("off"), field{name: "data", rule: rData, req: true}),
+	TypeStdout:    frame(TypeStdout, offset("off"), field{name: "data", rule: rData, req: true}, str("enc", rEnc, false)),
 	TypeStdoutEOF: frame(TypeStdoutEOF, offset("off")),
-	TypeStderr:    frame(TypeStderr, offset("off"), field{name: "data", rule: rData, req: true}),
+	TypeStderr:    frame(TypeStderr, offset("off"), field{name: "data", rule: rData, req: true}, str("enc", rEnc, false)),
 	TypeExit: frame(TypeExit,
 		intIn("code", false, 0, 255),
 		str("signal", rExitSignal, false)),
@@ -406,6 +412,14 @@ func checkString[T ~string | ~[]byte](r rule, s T) (Kind, string) {
 		if !ErrorCode(s).Valid() {
 			return KindBadValue, "not an error code"
 		}
+	case rEncList:
+		if !validEncList(s) {
+			return KindBadValue, "not a list of encoding names"
+		}
+	case rEnc:
+		if string(s) != EncS2 {
+			return KindBadValue, "not s2"
+		}
 	}
 	return "", ""
 }
@@ -428,12 +442,13 @@ func validUTF8[T ~string | ~[]byte](s T) bool { return utf8.ValidString(string(s
 // type member of a frame.
 
 func (f *Open) field(i int) any {
-	return [...]any{nil, &f.InstanceID, &f.Request, &f.StdoutWindow, &f.StdinWindow, &f.OpenKey}[i]
+	return [...]any{nil, &f.InstanceID, &f.Request, &f.StdoutWindow, &f.StdinWindow, &f.OpenKey,
+		&f.OutputEnc, &f.StdinEnc}[i]
 }
 func (f *Resume) field(i int) any {
 	return [...]any{nil, &f.ProcessID, &f.Token, &f.StdoutReceived, &f.StderrReceived}[i]
 }
-func (f *Stdin) field(i int) any      { return [...]any{nil, &f.Off, &f.Data}[i] }
+func (f *Stdin) field(i int) any      { return [...]any{nil, &f.Off, &f.Data, &f.Enc}[i] }
 func (f *StdinClose) field(i int) any { return [...]any{nil, &f.Off}[i] }
 func (f *Ack) field(i int) any        { return [...]any{nil, &f.Stdout}[i] }
 func (f *Signal) field(i int) any     { return [...]any{nil, &f.ID, &f.Signal}[i] }
@@ -442,15 +457,15 @@ func (f *Destroy) field(i int) any {
 }
 func (f *Opened) field(i int) any {
 	return [...]any{nil, &f.ProcessID, &f.Token, &f.Evidence, &f.StdinLimit, &f.StdoutWindow,
-		&f.StderrWindow, &f.GraceMS, &f.HeartbeatMS, &f.ExitWaitMS, &f.MaxData}[i]
+		&f.StderrWindow, &f.GraceMS, &f.HeartbeatMS, &f.ExitWaitMS, &f.MaxData, &f.OutputEnc, &f.StdinEnc}[i]
 }
 func (f *Resumed) field(i int) any {
 	return [...]any{nil, &f.ProcessID, &f.Evidence, &f.StdinReceived, &f.StdinLimit}[i]
 }
 func (f *Credit) field(i int) any    { return [...]any{nil, &f.StdinReceived, &f.StdinLimit}[i] }
-func (f *Stdout) field(i int) any    { return [...]any{nil, &f.Off, &f.Data}[i] }
+func (f *Stdout) field(i int) any    { return [...]any{nil, &f.Off, &f.Data, &f.Enc}[i] }
 func (f *StdoutEOF) field(i int) any { return [...]any{nil, &f.Off}[i] }
-func (f *Stderr) field(i int) any    { return [...]any{nil, &f.Off, &f.Data}[i] }
+func (f *Stderr) field(i int) any    { return [...]any{nil, &f.Off, &f.Data, &f.Enc}[i] }
 func (f *Exit) field(i int) any      { return [...]any{nil, &f.Code, &f.Signal}[i] }
 func (f *Signaled) field(i int) any  { return [...]any{nil, &f.ID, &f.Result}[i] }
 func (f *Destroyed) field(i int) any { return [...]any{nil, &f.ProcessID}[i] }

@@ -15,6 +15,7 @@ var schemaBlindKinds = map[string]string{
 	"syntax":        "not JSON, or JSON a generic parser repairs (lone surrogates) or accepts (a newline as whitespace, deep nesting)",
 	"trailing_data": "a JSON parser stops at the end of the value or fails",
 	"duplicate_key": "a generic parser keeps one of the values",
+	"bad_payload":   "the content of a compressed block, which a schema cannot inflate",
 }
 
 // Single vectors whose rule the schema cannot state, with the reason.

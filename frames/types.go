@@ -118,7 +118,18 @@ type Open struct {
 	// another; a Destroy may name the process by InstanceID and OpenKey.
 	// Empty (absent) means an open that is not repeatable.
 	OpenKey string
+	// OutputEnc lists the payload encodings the client decodes in stdout
+	// and stderr frames, comma-separated in order of preference ("s2").
+	// Empty (absent): none, every payload travels uncompressed.
+	OutputEnc string
+	// StdinEnc lists the encodings the client may compress stdin with, in
+	// the same form. Empty (absent): none.
+	StdinEnc string
 }
+
+// EncS2 names the S2 block encoding (github.com/klauspost/compress/s2) of
+// a data frame's payload, the one encoding of this revision.
+const EncS2 = "s2"
 
 // Resume re-attaches a detached process. First frame of a connection.
 type Resume struct {
@@ -135,6 +146,11 @@ type Resume struct {
 type Stdin struct {
 	Off  int64
 	Data []byte
+	// Enc is the encoding the payload travels in. Data is always the raw
+	// bytes: Append compresses them when Enc is EncS2 and that shrinks the
+	// frame usefully (otherwise it sends them as they are, without enc), and
+	// the Decoder inflates them and sets Enc to how they arrived. Empty: raw.
+	Enc string
 }
 
 // StdinClose half-closes stdin after the byte at Off-1 (Off is the total).
@@ -211,6 +227,12 @@ type Opened struct {
 	ExitWaitMS int64
 	// MaxData is the largest payload of one data frame, either direction.
 	MaxData int64
+	// OutputEnc is the encoding the server may use for stdout and stderr
+	// payloads, one of those the open listed; empty (absent): none.
+	OutputEnc string
+	// StdinEnc is the encoding the client may use for stdin payloads, one
+	// of those the open listed; empty (absent): none.
+	StdinEnc string
 }
 
 // Resumed answers Resume; replayed frames follow it.
@@ -234,6 +256,11 @@ type Credit struct {
 type Stdout struct {
 	Off  int64
 	Data []byte
+	// Enc is the encoding the payload travels in. Data is always the raw
+	// bytes: Append compresses them when Enc is EncS2 and that shrinks the
+	// frame usefully (otherwise it sends them as they are, without enc), and
+	// the Decoder inflates them and sets Enc to how they arrived. Empty: raw.
+	Enc string
 }
 
 // StdoutEOF says stdout ended; Off is its total length.
@@ -246,6 +273,11 @@ type StdoutEOF struct {
 type Stderr struct {
 	Off  int64
 	Data []byte
+	// Enc is the encoding the payload travels in. Data is always the raw
+	// bytes: Append compresses them when Enc is EncS2 and that shrinks the
+	// frame usefully (otherwise it sends them as they are, without enc), and
+	// the Decoder inflates them and sets Enc to how they arrived. Empty: raw.
+	Enc string
 }
 
 // Exit reports how the process ended: Code 0..255 when Signal is empty,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/klauspost/compress/s2"
+
 	"github.com/procwire/procwire/frames"
 )
 
@@ -146,7 +148,89 @@ func validLines() []string {
 		v = append(v, `{"type":"error","code":"`+c+`"}`)
 	}
 	v = append(v, `{"type":"error","code":"SandboxInstanceNotFound","operation":"open_process","expected":"e","actual":"a","requirement":"r","reason":"r","message":"`+strings.Repeat("m", 4096)+`","gap":{"requested":`+maxInt+`,"oldest":0},"id":1}`)
-	return v
+	return append(v, compressedLines()...)
+}
+
+// ndjsonPayload is ACP-shaped output: JSON lines that repeat their keys.
+func ndjsonPayload(lines int) []byte {
+	var b strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&b, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"line %d of the answer"}}}}`+"\n", i)
+	}
+	return []byte(b.String())
+}
+
+// s2Block returns the S2 block the encoder sends for data (which must
+// compress usefully).
+func s2Block(data []byte) string {
+	line := frames.Append(nil, &frames.Stdout{Data: data, Enc: frames.EncS2})
+	const pre = `{"type":"stdout","off":0,"data":"`
+	if !strings.HasSuffix(string(line), `","enc":"s2"}`+"\n") {
+		panic("payload does not compress")
+	}
+	return string(line[len(pre) : len(line)-len(`","enc":"s2"}`)-1])
+}
+
+// compressedLines are the valid vectors of payload compression.
+func compressedLines() []string {
+	return []string{
+		`{"type":"open","instance_id":"inst-1","request":{"executable":"cat","arguments":[],"working_directory":"/tmp","environment":{}},"output_enc":"s2","stdin_enc":"s2"}`,
+		`{"type":"open","instance_id":"inst-1","request":{"executable":"cat","arguments":[],"working_directory":"/tmp","environment":{}},"open_key":"` + openKey + `","output_enc":"zstd,s2,x123456789abcdef,a,b,c,d,e"}`,
+		strings.TrimSuffix(openedWith(evidenceJSON), "}") + `,"output_enc":"s2","stdin_enc":"s2"}`,
+		strings.TrimSuffix(openedWith(evidenceJSON), "}") + `,"stdin_enc":"s2"}`,
+		`{"type":"stdout","off":0,"data":"` + s2Block(ndjsonPayload(40)) + `","enc":"s2"}`,
+		`{"type":"stdout","off":4096,"data":"` + s2Block(make([]byte, frames.MaxData)) + `","enc":"s2"}`,
+		`{"type":"stderr","off":7,"data":"` + s2Block([]byte(strings.Repeat("warning: unused variable\n", 8))) + `","enc":"s2"}`,
+		`{"type":"stdin","off":12,"data":"` + s2Block(ndjsonPayload(3)) + `","enc":"s2"}`,
+	}
+}
+
+// uvarint is the S2 block header declaring n bytes.
+func uvarint(n uint64) []byte {
+	var b []byte
+	for n >= 0x80 {
+		b = append(b, byte(n)|0x80)
+		n >>= 7
+	}
+	return append(b, byte(n))
+}
+
+// compressedInvalid are the invalid vectors of payload compression: the
+// bombs and broken blocks a decoder refuses before or while inflating.
+func compressedInvalid() []invalidVector {
+	okOpen := `{"type":"open","instance_id":"inst-1","request":{"executable":"cat","arguments":[],"working_directory":"/","environment":{}}`
+	enc := func(frame, data string) string {
+		return `{"type":"` + frame + `","off":0,"data":"` + data + `","enc":"s2"}`
+	}
+	good, _ := base64.StdEncoding.DecodeString(s2Block(ndjsonPayload(40)))
+	literal := append(uvarint(3), 2<<2, 'a', 'b', 'c') // a 3-byte literal
+	return []invalidVector{
+		inv("bad_payload.claims_4gib", enc("stdout", b64(append(uvarint(0xffffffff), literal[1:]...))), "stdout", "data", frames.KindBadPayload),
+		inv("bad_payload.claims_over_max_data", enc("stdin", b64(append(uvarint(frames.MaxData+1), literal[1:]...))), "stdin", "data", frames.KindBadPayload),
+		inv("bad_payload.inflates_past_max_data", enc("stdout", b64(s2.Encode(nil, make([]byte, frames.MaxData+1)))), "stdout", "data", frames.KindBadPayload),
+		inv("bad_payload.header_overflow", enc("stdout", b64([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0x01})), "stdout", "data", frames.KindBadPayload),
+		inv("bad_payload.header_unterminated", enc("stderr", b64([]byte{0x80, 0x80})), "stderr", "data", frames.KindBadPayload),
+		inv("bad_payload.empty_block", enc("stdout", b64(uvarint(0))), "stdout", "data", frames.KindBadPayload),
+		inv("bad_payload.truncated", enc("stdout", b64(good[:len(good)/2])), "stdout", "data", frames.KindBadPayload),
+		inv("bad_payload.short_of_declared", enc("stdout", b64(append(uvarint(4), literal[1:]...))), "stdout", "data", frames.KindBadPayload),
+		inv("bad_payload.trailing_byte", enc("stdout", b64(append(literal, 0))), "stdout", "data", frames.KindBadPayload),
+		inv("bad_payload.copy_before_start", enc("stdout", b64(append(uvarint(8), 2<<2, 'a', 'b', 'c', 1|0<<2, 9))), "stdout", "data", frames.KindBadPayload),
+		inv("bad_payload.repeat_without_offset", enc("stdout", b64(append(uvarint(7), 2<<2, 'a', 'b', 'c', 1, 0))), "stdout", "data", frames.KindBadPayload),
+		inv("bad_payload.enc_first", `{"type":"stdin","enc":"s2","off":0,"data":"`+b64(uvarint(0))+`"}`, "stdin", "data", frames.KindBadPayload),
+		inv("bad_payload.after_missing_field", `{"type":"stdout","data":"AA==","enc":"s2"}`, "stdout", "off", frames.KindMissingField),
+		inv("bad_payload.before_trailing_data", enc("stdout", "AA==")+` `, "stdout", "data", frames.KindBadPayload),
+		inv("bad_value.enc_zstd", `{"type":"stdout","off":0,"data":"AA==","enc":"zstd"}`, "stdout", "enc", frames.KindBadValue),
+		inv("bad_value.enc_empty", `{"type":"stdin","off":0,"data":"AA==","enc":""}`, "stdin", "enc", frames.KindBadValue),
+		inv("wrong_type.enc", `{"type":"stderr","off":0,"data":"AA==","enc":1}`, "stderr", "enc", frames.KindWrongType),
+		inv("bad_value.output_enc_upper", okOpen+`,"output_enc":"S2"}`, "open", "output_enc", frames.KindBadValue),
+		inv("bad_value.output_enc_empty", okOpen+`,"output_enc":""}`, "open", "output_enc", frames.KindBadValue),
+		inv("bad_value.output_enc_empty_name", okOpen+`,"output_enc":"s2,"}`, "open", "output_enc", frames.KindBadValue),
+		inv("bad_value.stdin_enc_space", okOpen+`,"stdin_enc":"s2, zstd"}`, "open", "stdin_enc", frames.KindBadValue),
+		inv("bad_value.stdin_enc_nine_names", okOpen+`,"stdin_enc":"a,b,c,d,e,f,g,h,i"}`, "open", "stdin_enc", frames.KindBadValue),
+		inv("bad_value.output_enc_long_name", okOpen+`,"output_enc":"`+strings.Repeat("a", 17)+`"}`, "open", "output_enc", frames.KindBadValue),
+		inv("bad_value.opened_output_enc", strings.TrimSuffix(openedWith(evidenceJSON), "}")+`,"output_enc":"zstd"}`, "opened", "output_enc", frames.KindBadValue),
+		inv("bad_value.opened_stdin_enc_list", strings.TrimSuffix(openedWith(evidenceJSON), "}")+`,"stdin_enc":"s2,s2"}`, "opened", "stdin_enc", frames.KindBadValue),
+	}
 }
 
 // inv builds an invalid vector.
@@ -446,7 +530,7 @@ func invalidVectors() []invalidVector {
 		inv("bad_value.destroy_open_key", `{"type":"destroy","instance_id":"inst-1","open_key":"`+openKey+`0"}`, "destroy", "open_key", frames.KindBadValue),
 		inv("bad_value.destroy_instance_id", `{"type":"destroy","instance_id":"a b","open_key":"`+openKey+`"}`, "destroy", "instance_id", frames.KindBadValue),
 	}
-	return v
+	return append(v, compressedInvalid()...)
 }
 
 func noncanonicalVectors() []noncanonicalVector {

@@ -581,6 +581,10 @@ class Proc {
       arguments_digest: this.digest,
     };
     checkEvidence(o.evidence, want);
+    // This client lists no encoding (it has no compressor, and compression
+    // would cost a browser CPU for little): a choice is one it never offered.
+    if (o.output_enc !== undefined) throw protocolError("opened.output_enc", `${o.output_enc}, but the open listed none`);
+    if (o.stdin_enc !== undefined) throw protocolError("opened.stdin_enc", `${o.stdin_enc}, but the open listed none`);
     const maxData = num(o.max_data, "opened.max_data");
     const stdoutWindow = num(o.stdout_window, "opened.stdout_window");
     const stderrWindow = o.stderr_window;
@@ -670,6 +674,7 @@ class Proc {
   private handle1(c: Conn, f: Frame): void {
     switch (f.type) {
       case "stdout": {
+        if (f.enc !== undefined) throw protocolError("stdout.enc", `${f.enc}, but no encoding was negotiated`);
         const off = num(f.off, "stdout.off");
         const n = f.data.length;
         if (n > this.maxData) throw protocolError("stdout.data", `${n} bytes, max_data is ${this.maxData}`);
@@ -692,6 +697,7 @@ class Proc {
         return;
       }
       case "stderr":
+        if (f.enc !== undefined) throw protocolError("stderr.enc", `${f.enc}, but no encoding was negotiated`);
         if (f.data.length > this.maxData) throw protocolError("stderr.data", `${f.data.length} bytes, max_data is ${this.maxData}`);
         this.onStderr(num(f.off, "stderr.off"), f.data);
         return;

@@ -74,6 +74,10 @@ export interface OpenFrame {
   stdin_window?: Int;
   /** 64 lowercase hex digits (256 random bits, secret): makes the open repeatable. */
   open_key?: string;
+  /** Encodings the client decodes in stdout/stderr, comma-separated ("s2"). This client lists none. */
+  output_enc?: string;
+  /** Encodings the client may send stdin in, comma-separated. This client lists none. */
+  stdin_enc?: string;
 }
 export interface ResumeFrame {
   type: "resume";
@@ -85,7 +89,10 @@ export interface ResumeFrame {
 export interface StdinFrame {
   type: "stdin";
   off: Int;
+  /** The payload as carried: with enc "s2", one S2 block (see inflateS2), otherwise the bytes themselves. */
   data: Uint8Array;
+  /** "s2": data is compressed (PROTOCOL.md §5, "Compression"); absent: raw. */
+  enc?: string;
 }
 export interface StdinCloseFrame {
   type: "stdin_close";
@@ -120,6 +127,10 @@ export interface OpenedFrame {
   heartbeat_ms: Int;
   exit_wait_ms: Int;
   max_data: Int;
+  /** "s2" when the server may compress stdout/stderr; never sent to this client, which lists none. */
+  output_enc?: string;
+  /** "s2" when the client may compress stdin. */
+  stdin_enc?: string;
 }
 export interface ResumedFrame {
   type: "resumed";
@@ -136,7 +147,10 @@ export interface CreditFrame {
 export interface StdoutFrame {
   type: "stdout";
   off: Int;
+  /** The payload as carried: with enc "s2", one S2 block (see inflateS2), otherwise the bytes themselves. */
   data: Uint8Array;
+  /** "s2": data is compressed (PROTOCOL.md §5, "Compression"); absent: raw. */
+  enc?: string;
 }
 export interface StdoutEOFFrame {
   type: "stdout_eof";
@@ -145,7 +159,10 @@ export interface StdoutEOFFrame {
 export interface StderrFrame {
   type: "stderr";
   off: Int;
+  /** The payload as carried: with enc "s2", one S2 block (see inflateS2), otherwise the bytes themselves. */
   data: Uint8Array;
+  /** "s2": data is compressed (PROTOCOL.md §5, "Compression"); absent: raw. */
+  enc?: string;
 }
 export interface ExitFrame {
   type: "exit";
@@ -224,7 +241,8 @@ export type Kind =
   | "bad_destroy"
   | "bad_timestamp"
   | "bad_digest"
-  | "bad_value";
+  | "bad_value"
+  | "bad_payload";
 
 /**
  * A refused frame: the frame type when known, the field as a dotted path
@@ -265,6 +283,8 @@ type Rule =
   | "result"
   | "error_code"
   | "data"
+  | "enc_list"
+  | "enc"
   | "args"
   | "env"
   | "object";
@@ -335,6 +355,8 @@ for (const s of [
     intIn("stdout_window", false, WIN_MIN, WIN_MAX),
     intIn("stdin_window", false, WIN_MIN, WIN_MAX),
     str("open_key", "token", false),
+    str("output_enc", "enc_list", false),
+    str("stdin_enc", "enc_list", false),
   ]),
   schema("resume", true, [
     str("process_id", "process_id", true),
@@ -342,7 +364,7 @@ for (const s of [
     offset("stdout_received"),
     intIn("stderr_received", false, 0n, MAX_INT64),
   ]),
-  schema("stdin", true, [offset("off"), f("data", "data", true)]),
+  schema("stdin", true, [offset("off"), f("data", "data", true), str("enc", "enc", false)]),
   schema("stdin_close", true, [offset("off")]),
   schema("ack", true, [offset("stdout")]),
   schema("signal", true, [intIn("id", true, 1n, MAX_INT64), str("signal", "signal", true)]),
@@ -363,6 +385,8 @@ for (const s of [
     offset("heartbeat_ms"),
     offset("exit_wait_ms"),
     intIn("max_data", true, 1n, BigInt(MAX_DATA)),
+    str("output_enc", "enc", false),
+    str("stdin_enc", "enc", false),
   ]),
   schema("resumed", true, [
     str("process_id", "process_id", true),
@@ -371,9 +395,9 @@ for (const s of [
     offset("stdin_limit"),
   ]),
   schema("credit", true, [offset("stdin_received"), offset("stdin_limit")]),
-  schema("stdout", true, [offset("off"), f("data", "data", true)]),
+  schema("stdout", true, [offset("off"), f("data", "data", true), str("enc", "enc", false)]),
   schema("stdout_eof", true, [offset("off")]),
-  schema("stderr", true, [offset("off"), f("data", "data", true)]),
+  schema("stderr", true, [offset("off"), f("data", "data", true), str("enc", "enc", false)]),
   schema("exit", true, [intIn("code", false, 0n, 255n), str("signal", "exit_signal", false)]),
   schema("signaled", true, [intIn("id", true, 1n, MAX_INT64), str("result", "result", true)]),
   schema("destroyed", true, [str("process_id", "process_id", true)]),
@@ -464,6 +488,13 @@ function atEnd(s: Schema, o: Record<string, unknown>, seen: Set<string>, parent:
     case "error":
       for (const name of errorRequires(o.code as string)) {
         if (!seen.has(name)) return new DecodeError(frame, name, "missing_field", "required with " + o.code);
+      }
+      break;
+    case "stdin":
+    case "stdout":
+    case "stderr":
+      if (seen.has("enc") && o.data instanceof Uint8Array && typeof inflateS2(o.data, MAX_DATA) === "string") {
+        return new DecodeError(frame, "data", "bad_payload", "not an s2 block of 1.." + MAX_DATA + " bytes");
       }
       break;
   }
@@ -579,8 +610,100 @@ function checkString(rule: Rule, b: Uint8Array): Kind | "" {
       return ["delivered", "already_exited"].includes(asText(b)) ? "" : "bad_value";
     case "error_code":
       return ERROR_CODES.has(asText(b)) ? "" : "bad_value";
+    case "enc_list":
+      return ENC_LIST_RE.test(asText(b)) ? "" : "bad_value";
+    case "enc":
+      return asText(b) === "s2" ? "" : "bad_value";
   }
   return "";
+}
+
+const ENC_LIST_RE = /^[a-z0-9]{1,16}(,[a-z0-9]{1,16}){0,7}$/;
+
+// ---- s2 ------------------------------------------------------------------------
+
+/**
+ * Inflates one S2 block (github.com/klauspost/compress/s2, a superset of a
+ * Snappy block) of at most max bytes. The declared length is checked
+ * against max before anything is allocated. Returns the bytes, or a string
+ * saying why the block is refused (bad_payload).
+ */
+export function inflateS2(src: Uint8Array, max: number): Uint8Array | string {
+  let n = 0;
+  let s = 0;
+  for (let shift = 0; ; shift += 7) {
+    if (s >= src.length || s === 5) return "malformed header";
+    const c = src[s++]!;
+    n += (c & 0x7f) * 2 ** shift;
+    if (c < 0x80) break;
+  }
+  if (n > 0xffffffff) return "malformed header";
+  if (n === 0 || n > max) return `declares ${n} bytes, limit ${max}`;
+  const dst = new Uint8Array(n);
+  let d = 0;
+  let offset = 0;
+  while (s < src.length) {
+    const tag = src[s]!;
+    let length: number;
+    if ((tag & 3) === 0) {
+      let x = tag >> 2;
+      if (x >= 60) {
+        const k = x - 59;
+        if (s + 1 + k > src.length) return "truncated literal";
+        x = 0;
+        for (let j = 0; j < k; j++) x += src[s + 1 + j]! * 2 ** (8 * j);
+        s += 1 + k;
+      } else {
+        s++;
+      }
+      length = x + 1;
+      if (length > n - d || length > src.length - s) return "literal past the end";
+      dst.set(src.subarray(s, s + length), d);
+      d += length;
+      s += length;
+      continue;
+    }
+    if ((tag & 3) === 1) {
+      if (s + 2 > src.length) return "truncated copy";
+      const toff = ((tag & 0xe0) << 3) | src[s + 1]!;
+      length = (tag >> 2) & 7;
+      s += 2;
+      if (toff === 0) {
+        // repeat the last offset
+        if (length === 5) {
+          if (s + 1 > src.length) return "truncated repeat";
+          length = src[s]! + 4;
+          s += 1;
+        } else if (length === 6) {
+          if (s + 2 > src.length) return "truncated repeat";
+          length = (src[s]! | (src[s + 1]! << 8)) + (1 << 8);
+          s += 2;
+        } else if (length === 7) {
+          if (s + 3 > src.length) return "truncated repeat";
+          length = (src[s]! | (src[s + 1]! << 8) | (src[s + 2]! << 16)) + (1 << 16);
+          s += 3;
+        }
+      } else {
+        offset = toff;
+      }
+      length += 4;
+    } else if ((tag & 3) === 2) {
+      if (s + 3 > src.length) return "truncated copy";
+      length = 1 + (tag >> 2);
+      offset = src[s + 1]! | (src[s + 2]! << 8);
+      s += 3;
+    } else {
+      if (s + 5 > src.length) return "truncated copy";
+      length = 1 + (tag >> 2);
+      offset = src[s + 1]! + src[s + 2]! * 2 ** 8 + src[s + 3]! * 2 ** 16 + src[s + 4]! * 2 ** 24;
+      s += 5;
+    }
+    if (offset <= 0 || d < offset || length > n - d) return "copy out of range";
+    for (let j = 0; j < length; j++) dst[d + j] = dst[d - offset + j]!;
+    d += length;
+  }
+  if (d !== n) return `inflates to ${d} bytes, declares ${n}`;
+  return dst;
 }
 
 // ---- base64 ----------------------------------------------------------------
@@ -1255,7 +1378,8 @@ export function encode(f: Frame): string {
   const s = schemas[f.type];
   if (!s) throw new TypeError("procwire: encode of an unknown frame type " + String(f.type));
   if (f.type === "stdin" || f.type === "stdout" || f.type === "stderr") {
-    return `{"type":"${f.type}","off":${f.off},"data":"${encodeBase64(f.data)}"}\n`;
+    const enc = f.enc !== undefined && f.enc !== "" ? `,"enc":${JSON.stringify(f.enc)}` : "";
+    return `{"type":"${f.type}","off":${f.off},"data":"${encodeBase64(f.data)}"${enc}}\n`;
   }
   return encodeObject(s, f as unknown as Record<string, unknown>) + "\n";
 }

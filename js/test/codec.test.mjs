@@ -3,7 +3,7 @@
 // canonical (strict base64 has one spelling per payload).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { decode, encode, DecodeError, MAX_DATA } from "../dist/index.js";
+import { decode, encode, inflateS2, DecodeError, MAX_DATA } from "../dist/index.js";
 import { pattern } from "./helpers.mjs";
 
 test("data frames round-trip at every size edge", () => {
@@ -46,4 +46,17 @@ test("one byte changed in a data frame: refused, or decoded to a frame that re-e
     if (f.type === "stdout") assert.ok(Buffer.from(encode(f)).equals(mutated), `accepted ${mutated.toString()}`);
   }
   assert.ok(refused > 1000);
+});
+
+test("s2 blocks of the golden vectors inflate as the Go encoder compressed them", () => {
+  // {"type":"stdout","off":4096,...,"enc":"s2"} carries MaxData zero bytes.
+  const zeros = decode('{"type":"stdout","off":4096,"data":"gIAQAAARAR0A8/8C","enc":"s2"}');
+  const raw = inflateS2(zeros.data, MAX_DATA);
+  assert.ok(raw instanceof Uint8Array);
+  assert.equal(raw.length, MAX_DATA);
+  assert.ok(raw.every((b) => b === 0));
+  assert.equal(typeof inflateS2(zeros.data, MAX_DATA - 1), "string", "over the limit: refused before allocating");
+  // A literal then a copy of overlapping bytes: "abcabcabca".
+  const block = Uint8Array.from([10, 2 << 2, 0x61, 0x62, 0x63, 1 | (3 << 2), 3]);
+  assert.equal(Buffer.from(inflateS2(block, 64)).toString(), "abcabcabca");
 });
