@@ -91,9 +91,11 @@ type machine struct {
 	grace       time.Duration
 	heartbeat   time.Duration
 	maxData     int
-	stdinWindow int64 // the most stdin the server may hold unconsumed
-	errCap      int   // bound of the stderr buffer
-	budget      int   // consecutive failed resumes allowed
+	outEnc      string // encoding the server may use for stdout and stderr, or ""
+	inEnc       string // encoding stdin is sent in, or ""
+	stdinWindow int64  // the most stdin the server may hold unconsumed
+	errCap      int    // bound of the stderr buffer
+	budget      int    // consecutive failed resumes allowed
 
 	attached bool      // a connection carries the session
 	out      link      // what was sent on it
@@ -129,10 +131,11 @@ type limits struct {
 	stdoutWindow, stdinWindow int64 // the most the server may announce
 	stderrBuffer              int   // 0: the stderr window, up to defaultStderrCap
 	budget                    int
+	compress                  bool // the open listed s2 in both directions
 }
 
 func (o *Options) limits() limits {
-	l := limits{stdoutWindow: o.StdoutWindow, stdinWindow: o.StdinWindow, stderrBuffer: o.StderrBuffer, budget: o.ResumeBudget}
+	l := limits{stdoutWindow: o.StdoutWindow, stdinWindow: o.StdinWindow, stderrBuffer: o.StderrBuffer, budget: o.ResumeBudget, compress: o.Compress}
 	if l.stdoutWindow == 0 {
 		l.stdoutWindow = defaultStdoutCap
 	}
@@ -157,6 +160,10 @@ func newMachine(o *frames.Opened, instanceID string, req *frames.ProcessRequest,
 		return nil, protocolErrorf("opened.stderr_window", "%d", o.StderrWindow)
 	case o.StdinLimit < 1 || o.StdinLimit > l.stdinWindow:
 		return nil, protocolErrorf("opened.stdin_limit", "%d outside the 1..%d asked for", o.StdinLimit, l.stdinWindow)
+	case o.OutputEnc != "" && !l.compress:
+		return nil, protocolErrorf("opened.output_enc", "%s, but the open listed none", o.OutputEnc)
+	case o.StdinEnc != "" && !l.compress:
+		return nil, protocolErrorf("opened.stdin_enc", "%s, but the open listed none", o.StdinEnc)
 	}
 	m := &machine{
 		instanceID:  instanceID,
@@ -166,6 +173,8 @@ func newMachine(o *frames.Opened, instanceID string, req *frames.ProcessRequest,
 		grace:       milliseconds(o.GraceMS),
 		heartbeat:   milliseconds(o.HeartbeatMS),
 		maxData:     int(o.MaxData),
+		outEnc:      o.OutputEnc,
+		inEnc:       o.StdinEnc,
 		stdinWindow: o.StdinLimit,
 		errCap:      l.stderrBuffer,
 		budget:      l.budget,
@@ -198,6 +207,8 @@ func newAttachedMachine(h *Handle, r *frames.Resumed, outFrom int64, l limits) (
 		grace:       milliseconds(h.GraceMS),
 		heartbeat:   milliseconds(h.HeartbeatMS),
 		maxData:     int(h.MaxData),
+		outEnc:      h.OutputEnc,
+		inEnc:       h.StdinEnc,
 		stdinWindow: l.stdinWindow,
 		errCap:      l.stderrBuffer,
 		budget:      l.budget,
@@ -384,6 +395,8 @@ func (m *machine) apply(f frames.Frame) (events, error) {
 	switch f := f.(type) {
 	case *frames.Stdout:
 		switch {
+		case f.Enc != "" && f.Enc != m.outEnc:
+			return 0, protocolErrorf("stdout.enc", "%s, but none was negotiated", f.Enc)
 		case len(f.Data) > m.maxData:
 			return 0, protocolErrorf("stdout.data", "%d bytes, max_data is %d", len(f.Data), m.maxData)
 		case m.outEOF >= 0:
@@ -403,6 +416,9 @@ func (m *machine) apply(f frames.Frame) (events, error) {
 		m.outEOF = f.Off
 		return evWake, nil
 	case *frames.Stderr:
+		if f.Enc != "" && f.Enc != m.outEnc {
+			return 0, protocolErrorf("stderr.enc", "%s, but none was negotiated", f.Enc)
+		}
 		if len(f.Data) > m.maxData {
 			return 0, protocolErrorf("stderr.data", "%d bytes, max_data is %d", len(f.Data), m.maxData)
 		}
@@ -572,7 +588,7 @@ func (m *machine) next(dst []byte, f *outFrames) ([]byte, events) {
 		}
 	}
 	if m.out.stdinSent < m.inBuf.end() {
-		f.stdin.Off, f.stdin.Data = m.out.stdinSent, m.inBuf.from(m.out.stdinSent, m.maxData)
+		f.stdin.Off, f.stdin.Data, f.stdin.Enc = m.out.stdinSent, m.inBuf.from(m.out.stdinSent, m.maxData), m.inEnc
 		dst = frames.Append(dst, &f.stdin)
 		m.out.stdinSent += int64(len(f.stdin.Data))
 		m.inSent = max(m.inSent, m.out.stdinSent)

@@ -100,6 +100,11 @@ type Handle struct {
 	MaxData     int64  `json:"max_data,omitempty"`
 	GraceMS     int64  `json:"grace_ms,omitempty"`
 	HeartbeatMS int64  `json:"heartbeat_ms,omitempty"`
+	// OutputEnc and StdinEnc repeat the encodings opened chose ("s2"), so
+	// that the attaching client accepts compressed stdout and stderr and
+	// compresses stdin too; empty: none.
+	OutputEnc string `json:"output_enc,omitempty"`
+	StdinEnc  string `json:"stdin_enc,omitempty"`
 }
 
 func newProcess(url, instanceID string, o Options) *Process {
@@ -142,6 +147,9 @@ func Open(ctx context.Context, url, instanceID string, req frames.ProcessRequest
 		return nil, err
 	}
 	open := &frames.Open{InstanceID: instanceID, Request: req, StdoutWindow: o.StdoutWindow, StdinWindow: o.StdinWindow}
+	if o.Compress {
+		open.OutputEnc, open.StdinEnc = frames.EncS2, frames.EncS2
+	}
 	if err := frames.Validate(open); err != nil {
 		return nil, fmt.Errorf("procwire: open: %w", err)
 	}
@@ -248,6 +256,8 @@ func (p *Process) Handle() Handle {
 		MaxData:     int64(p.m.maxData),
 		GraceMS:     p.m.grace.Milliseconds(),
 		HeartbeatMS: p.m.heartbeat.Milliseconds(),
+		OutputEnc:   p.m.outEnc,
+		StdinEnc:    p.m.inEnc,
 	}
 }
 

@@ -130,6 +130,13 @@ type Config struct {
 	// (default DefaultMaxFrameData, at most frames.MaxData).
 	MaxFrameData int
 
+	// NoCompression refuses payload compression: opened never chooses an
+	// encoding, whatever the open lists, and a compressed stdin frame is a
+	// protocol error. By default the server chooses s2 for each direction
+	// whose list in the open names it (PROTOCOL.md §5, "Compression"),
+	// compressing stdout and stderr frames that shrink usefully.
+	NoCompression bool
+
 	// FirstFrameTimeout bounds the wait for a connection's first frame;
 	// a peer silent that long is disconnected (default DefaultFirstFrame).
 	FirstFrameTimeout time.Duration

@@ -365,7 +365,7 @@ func (c *conn) first() (st closeStatus, attached bool) {
 	c.ws.SetReadLimit(frames.MaxLine)
 	// A fresh decoder and buffer: a huge first frame's scratch space is
 	// not kept for the life of the connection.
-	c.dec = frames.Decoder{MaxLine: frames.MaxLine}
+	c.dec = frames.Decoder{MaxLine: frames.MaxLine, MaxData: c.srv.cfg.MaxFrameData}
 	if cap(c.rbuf) > frames.MaxLine {
 		c.rbuf = nil
 	}
@@ -469,6 +469,8 @@ func (c *conn) stdin(f *frames.Stdin) (closeStatus, bool) {
 		return protocolError("stdin after stdin_close"), true
 	case f.Off != received:
 		return protocolError("stdin.off %d, expected %d", f.Off, received), true
+	case f.Enc != "" && f.Enc != se.inEnc:
+		return protocolError("stdin.enc %s, not negotiated", f.Enc), true
 	case len(f.Data) > c.srv.cfg.MaxFrameData:
 		return protocolError("stdin.data: %d bytes, max_data is %d", len(f.Data), c.srv.cfg.MaxFrameData), true
 	}

@@ -185,6 +185,14 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		attached:     c,
 		recv:         credit.NewReceiver(int64(bcfg.StdinWindow)),
 	}
+	if !cfg.NoCompression {
+		if frames.EncListHas(f.OutputEnc, frames.EncS2) {
+			se.outEnc = frames.EncS2
+		}
+		if frames.EncListHas(f.StdinEnc, frames.EncS2) {
+			se.inEnc = frames.EncS2
+		}
+	}
 
 	se.opened = &frames.Opened{
 		ProcessID:    id,
@@ -197,6 +205,8 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		HeartbeatMS:  max(cfg.Heartbeat, 0).Milliseconds(),
 		ExitWaitMS:   cfg.ExitWait.Milliseconds(),
 		MaxData:      int64(cfg.MaxFrameData),
+		OutputEnc:    se.outEnc,
+		StdinEnc:     se.inEnc,
 	}
 
 	s.mu.Lock()

@@ -42,6 +42,8 @@ type session struct {
 	openKey    string // the open's open_key, or ""; secret, never logged
 	evidence   frames.Evidence
 	opened     *frames.Opened // the first answer, repeated for a repeated open
+	outEnc     string         // encoding chosen for stdout and stderr payloads, or ""
+	inEnc      string         // encoding chosen for stdin payloads, or ""
 	p          Process
 	log        *slog.Logger
 

@@ -137,7 +137,7 @@ func (c *conn) step() (progressed bool, err error) {
 			return
 		}
 		if n = len(a); n > 0 {
-			c.wbuf = frames.Append(c.wbuf[:0], &frames.Stdout{Off: sent, Data: a})
+			c.wbuf = frames.Append(c.wbuf[:0], &frames.Stdout{Off: sent, Data: a, Enc: se.outEnc})
 		}
 	})
 	switch {
@@ -176,7 +176,7 @@ func (c *conn) step() (progressed bool, err error) {
 			var a []byte
 			a, _, from = r.Slice(c.stderrSent, maxData)
 			if n = len(a); n > 0 {
-				c.wbuf = frames.Append(c.wbuf[:0], &frames.Stderr{Off: from, Data: a})
+				c.wbuf = frames.Append(c.wbuf[:0], &frames.Stderr{Off: from, Data: a, Enc: se.outEnc})
 			}
 		})
 		if n == 0 {

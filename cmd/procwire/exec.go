@@ -78,6 +78,7 @@ type execFlags struct {
 	statusFile string
 	detach     bool
 	handleFile string
+	compress   bool
 }
 
 // execute runs a command remotely and mirrors it.
@@ -93,6 +94,7 @@ func execute(ctx context.Context, args []string, io *stdio) int {
 	fs.StringVar(&f.statusFile, "exit-status-file", "", "write how the remote process ended to `file`: \"exit N\", \"signal NAME\", or \"none\" when exec's status is its own")
 	fs.BoolVar(&f.detach, "detach", false, "start CMD, print its handle (a secret) and exit 0, leaving CMD to \"procwire attach\" within the server's grace")
 	fs.StringVar(&f.handleFile, "handle-file", "", "with --detach, write the handle to `file` (mode 0600) instead of stdout")
+	fs.BoolVar(&f.compress, "compress", false, "ask for s2-compressed stdout and stderr and compress stdin (pays on slow links; a server without compression refuses the open)")
 	pos, argv, status, ok := parse(c, fs, args, 1, io, exitFailure)
 	if !ok {
 		return status
@@ -141,6 +143,7 @@ func execute(ctx context.Context, args []string, io *stdio) int {
 
 	var p *client.Process
 	sig, err := interruptible(ctx, func(ctx context.Context) (err error) {
+		d.opts.Compress = f.compress
 		p, err = client.Open(ctx, d.url.String(), f.instance, req, d.opts)
 		return err
 	})
