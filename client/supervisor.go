@@ -104,6 +104,11 @@ func (p *Process) serve(ws *wsConn) error {
 // the connection, so reads take no context (one with a Done channel would
 // cost an allocation per frame).
 func (p *Process) readLoop(ws *wsConn) error {
+	// A compressed payload is refused (bad_payload) when its block declares
+	// more than the announced max_data, before anything is allocated.
+	p.mu.Lock()
+	ws.dec.MaxData = p.m.maxData
+	p.mu.Unlock()
 	for {
 		f, err := ws.read(context.Background())
 		p.mu.Lock()

@@ -105,3 +105,41 @@ func TestCompressedStdinBombs(t *testing.T) {
 		})
 	}
 }
+
+// Replay after a resume sends the raw bytes the buffer holds, compressed
+// again as the open negotiated.
+func TestCompressionSurvivesResume(t *testing.T) {
+	h := newHarness(t, Config{})
+	f := openFrame("inst-s2-resume", "cat")
+	f.OutputEnc = "s2"
+	p, opened := h.open(f)
+	require.Equal(t, frames.EncS2, opened.OutputEnc)
+	require.Empty(t, opened.StdinEnc, "stdin was not offered")
+	in := ndjson(48 << 10)
+	p.send(&frames.Stdin{Off: 0, Data: in})
+	p.send(&frames.StdinClose{Off: int64(len(in))})
+	var got []byte
+	for len(got) < len(in) {
+		if so, ok := p.next().(*frames.Stdout); ok {
+			got = append(got, so.Data...)
+		}
+	}
+	require.Equal(t, in, got)
+	p.ws.CloseNow() // nothing acked: everything is replayed
+	h.waitEvent(hookDetached, opened.ProcessID)
+
+	again := h.dial()
+	again.send(&frames.Resume{ProcessID: opened.ProcessID, Token: opened.Token, StdoutReceived: 0})
+	nextOf[*frames.Resumed](again)
+	var replayed []byte
+	compressed := false
+	for len(replayed) < len(in) {
+		if so, ok := again.next().(*frames.Stdout); ok {
+			require.Equal(t, int64(len(replayed)), so.Off)
+			replayed = append(replayed, so.Data...)
+			compressed = compressed || so.Enc == frames.EncS2
+		}
+	}
+	require.Equal(t, in, replayed)
+	require.True(t, compressed, "the replay is compressed too")
+}
