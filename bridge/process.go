@@ -450,12 +450,9 @@ func (p *Process) Destroy() error {
 	defer timer.Stop()
 	if !p.destroyStart {
 		p.destroyStart = true
-		p.mu.Lock()
-		p.destroying = true
-		p.kill()
-		p.mu.Unlock()
-		close(p.destroyCh) // only now may the leader be reaped
-
+		// The pumps stop before the kill: the kill closes the child's pipe
+		// ends, and the stdout pump must not take the end that causes for
+		// the stream's EOF (a destroyed stream has none).
 		p.inMu.Lock()
 		p.inStop = true
 		p.inCond.Signal()
@@ -464,6 +461,13 @@ func (p *Process) Destroy() error {
 		p.outStop = true
 		p.outCond.Signal()
 		p.outMu.Unlock()
+
+		p.mu.Lock()
+		p.destroying = true
+		p.kill()
+		p.mu.Unlock()
+		close(p.destroyCh) // only now may the leader be reaped
+
 		p.closeStdinW()
 		p.stdoutR.Close()
 		p.stderrR.Close()

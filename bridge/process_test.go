@@ -326,8 +326,11 @@ func TestDestroyKillsTheGroup(t *testing.T) {
 }
 
 func TestDestroyUnblocksEverything(t *testing.T) {
-	// An escaped descendant (its own session, so no group kill reaches it)
-	// holds stdout and stderr open, and nobody reads stdin.
+	// A descendant in its own session (no group kill reaches it; only the
+	// containment, where there is one) holds stdout and stderr open, and
+	// nobody reads stdin. Whether Destroy's kill reaches it or not, the
+	// destroyed stream must not report an EOF: with containment the kill
+	// closes the pipe's last writer while the stdout pump may be reading.
 	p := start(t, shReq(t, `setsid sleep 300 & echo $!; exec sleep 300`), &Config{StdinWindow: 1 << 20})
 	var out bytes.Buffer
 	c := newConsumer(t, p, &out)

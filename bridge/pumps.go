@@ -113,9 +113,17 @@ func (p *Process) pumpStdout() {
 		err := r.next(min(ioChunk, room))
 		if err == io.EOF {
 			p.outMu.Lock()
-			p.out.CloseEOF()
+			stopped := p.outStop
+			if !stopped {
+				// Not once Destroy began: its kill, not the child,
+				// may have closed the pipe, and a destroyed stream
+				// has no EOF.
+				p.out.CloseEOF()
+			}
 			p.outMu.Unlock()
-			p.changed()
+			if !stopped {
+				p.changed()
+			}
 		}
 		if err != nil {
 			// io.EOF, or our own Close from Destroy.
