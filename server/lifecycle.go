@@ -32,6 +32,17 @@ func shutdownError(op string) *frames.Error {
 	return &frames.Error{Code: frames.OperationFailed, Operation: op, Reason: "server_shutdown"}
 }
 
+// refuseShutdown refuses an open or resume racing a shutdown: the
+// server_shutdown error, then 1001 (PROTOCOL.md §7), whether or not Shutdown
+// has come to close this connection yet.
+func (c *conn) refuseShutdown(op string) closeStatus {
+	e := shutdownError(op)
+	c.srv.m.refused(refusalReason(e), int(websocket.StatusGoingAway))
+	c.log.Info("refused", "operation", op, "reason", refusalReason(e), "code", string(e.Code))
+	c.send(e)
+	return closeStatus{code: websocket.StatusGoingAway, reason: reasonShutdown}
+}
+
 // notFoundError answers a resume or destroy naming a process this server
 // does not know. The frame decoded, so its process id and token are well
 // formed: the likeliest cause is a connection routed to another server than
@@ -78,7 +89,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		s.pruneTombsLocked(s.now())
 		if s.closing {
 			s.mu.Unlock()
-			return c.refuse(shutdownError(opOpen)), false
+			return c.refuseShutdown(opOpen), false
 		}
 		if ts := s.keyTombLocked(f.InstanceID, f.OpenKey); ts != nil {
 			s.mu.Unlock()
@@ -220,7 +231,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		}
 		s.budget.give(cost)
 		if closing {
-			return c.refuse(shutdownError(opOpen)), false
+			return c.refuseShutdown(opOpen), false
 		}
 		// Destroyed by its key while it started: remembered like any
 		// destroyed process, so that the destroy answers destroyed and a
@@ -315,7 +326,7 @@ func (s *Server) resume(c *conn, f *frames.Resume) (st closeStatus, ok bool) {
 	se, ts, closing := s.lookup(f.ProcessID, f.Token)
 	switch {
 	case closing:
-		return c.refuse(shutdownError(opResume)), false
+		return c.refuseShutdown(opResume), false
 	case ts != nil:
 		return c.refuse(tombstoneError(ts, opResume)), false
 	case se == nil:
