@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
 
 	"github.com/coder/websocket"
 	"github.com/procwire/procwire/frames"
@@ -43,6 +45,10 @@ func (p *Process) dial(ctx context.Context, processID string) (*wsConn, error) {
 	connCtx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
 	dialCtx, opts, co := p.dialOptions(connCtx, h)
+	var wrote atomic.Bool // the upgrade request reached a connection
+	dialCtx = httptrace.WithClientTrace(dialCtx, &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) { wrote.Store(i.Err == nil) },
+	})
 	ws, resp, err := websocket.Dial(dialCtx, p.url, opts)
 	if !stop() && err == nil {
 		ws.CloseNow()
@@ -52,6 +58,11 @@ func (p *Process) dial(ctx context.Context, processID string) (*wsConn, error) {
 		cancel()
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			return nil, &httpError{URL: p.url, Status: resp.Status, StatusCode: resp.StatusCode, Err: err}
+		}
+		if wrote.Load() && ctx.Err() == nil {
+			// The server, or a hop, was reached and the connection then
+			// cut within the upgrade's answer: a lost connection.
+			return nil, fmt.Errorf("dial %s: %w: %w", p.url, errHandshakeLost, err)
 		}
 		return nil, fmt.Errorf("dial %s: %w", p.url, err)
 	}
@@ -63,6 +74,12 @@ func (p *Process) dial(ctx context.Context, processID string) (*wsConn, error) {
 	ws.SetReadLimit(frames.MaxLine)
 	return &wsConn{ws: ws, co: co, cancel: cancel, dec: frames.Decoder{MaxLine: frames.MaxLine}}, nil
 }
+
+// errHandshakeLost marks a dial whose upgrade request was written and whose
+// connection was then lost before a complete answer (a cut inside the
+// response headers, a reset): the server was reachable, and the dial is
+// worth repeating like any lost connection.
+var errHandshakeLost = errors.New("connection lost during the upgrade")
 
 // httpError is an upgrade the server answered without switching protocols.
 type httpError struct {

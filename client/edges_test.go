@@ -488,7 +488,8 @@ func exchangeBounds(t *testing.T, e *env, inst string, r frames.ProcessRequest) 
 // The open/opened exchange cut at every byte offset through a proxy: Open
 // repeats the handshake with its key, and exactly one process runs (its
 // output once, byte-exact); once destroyed, nothing is left on the
-// instance.
+// instance. A cut within the upgrade (its request or the answer's headers)
+// is a lost connection too, repeated, not a failed Open.
 func TestOpenCutAtEveryOffset(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, server.Config{Grace: 5 * time.Second})
@@ -500,7 +501,10 @@ func TestOpenCutAtEveryOffset(t *testing.T) {
 	if testing.Short() {
 		step = 37
 	}
-	for k := upgrade + 1; k < all; k += step {
+	for k := int64(1); k < all; k += step {
+		if k <= upgrade && k%8 != 0 {
+			continue // within the upgrade nothing was sent: a sample is enough
+		}
 		c := ctx(t) // a bound per cut, not for them all
 		inst := fmt.Sprintf("cut-%04d", k)
 		mark := fmt.Sprintf("%s/mark-%04d", dir, k)

@@ -45,7 +45,9 @@ func (p *Process) open(ctx context.Context, open *frames.Open, req *frames.Proce
 				p.destroyByKey(open)
 			}
 			return nil, err
-		case !sent:
+		case !sent && !errors.Is(err, errHandshakeLost):
+			// The server was never reached: an address or a server that
+			// is wrong, not a connection lost.
 			return nil, fmt.Errorf("procwire: open: %w", err)
 		}
 		failed++
