@@ -24,10 +24,12 @@ import (
 )
 
 // escapes are process trees that try to outlive their process; each prints
-// "started" once all of it runs.
+// "started" once all of it runs. What prints it stays as it is (no exec after
+// the echo): a process in the middle of an exec shows an empty environment,
+// and markedAlive would miss it.
 var escapes = map[string]string{
-	"setsid":            `setsid sh -c 'echo started; exec sleep 300' &`,
-	"double fork":       `(setsid sh -c 'echo started; exec sleep 300' &)`,
+	"setsid":            `setsid sh -c 'sleep 300 & echo started; wait' &`,
+	"double fork":       `(setsid sh -c 'sleep 300 & echo started; wait' &)`,
 	"100 sleepers exit": `i=0; while [ $i -lt 100 ]; do sleep 300 & i=$((i+1)); done; echo started`,
 }
 
