@@ -80,7 +80,8 @@ type Config struct {
 	// Admit decides, on every open, whether the instance may open a
 	// process; a non-nil result is sent as the error answering the open
 	// (typically SandboxInstanceNotFound). ctx ends if the connection is
-	// lost. nil admits every instance.
+	// lost or the server begins to shut down (the open is then answered
+	// server_shutdown, whatever Admit returns). nil admits every instance.
 	Admit func(ctx context.Context, instanceID string) *frames.Error
 
 	// Executor starts children; nil means BridgeExecutor (Linux only).

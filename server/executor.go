@@ -59,7 +59,8 @@ type Process interface {
 // and exit, a Destroy that ends the whole containment and reports what
 // survived, and cfg.RunAs. An error that is (or wraps) a *proc.StartError
 // is answered with its Reason, anything else as reason "start_failed". ctx
-// ends when the connection that asked for the process is lost.
+// ends when the connection that asked for the process is lost or the server
+// begins to shut down (a failed start is then answered server_shutdown).
 type Executor interface {
 	Start(ctx context.Context, req proc.Request, cfg proc.Config) (Process, error)
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -43,6 +44,19 @@ func (c *conn) refuseShutdown(op string) closeStatus {
 	return closeStatus{code: websocket.StatusGoingAway, reason: reasonShutdown}
 }
 
+// callContext returns the context for a call made on c's behalf that may
+// block (Admit, Executor.Start): it ends when c's context ends or when the
+// server's shutdown begins, so that no such call holds Shutdown. Call
+// cancel once the call has returned.
+func (c *conn) callContext() (ctx context.Context, cancel context.CancelFunc) {
+	ctx, cancelCtx := context.WithCancel(c.ctx)
+	unhook := context.AfterFunc(c.srv.stopping, cancelCtx)
+	return ctx, func() {
+		unhook()
+		cancelCtx()
+	}
+}
+
 // notFoundError answers a resume or destroy naming a process this server
 // does not know. The frame decoded, so its process id and token are well
 // formed: the likeliest cause is a connection routed to another server than
@@ -79,7 +93,13 @@ func alreadyOpen() *frames.Error {
 // ends the connection.
 func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 	if s.cfg.Admit != nil {
-		if e := s.cfg.Admit(c.ctx, f.InstanceID); e != nil {
+		ctx, cancel := c.callContext()
+		e := s.cfg.Admit(ctx, f.InstanceID)
+		cancel()
+		if s.stopping.Err() != nil {
+			return c.refuseShutdown(opOpen), false
+		}
+		if e != nil {
 			return c.refuse(e), false
 		}
 	}
@@ -156,13 +176,19 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		WorkingDirectory: f.Request.WorkingDirectory,
 		Environment:      f.Request.Environment,
 	}
-	p, err := cfg.Executor.Start(c.ctx, req, bcfg)
+	ctx, cancel := c.callContext()
+	p, err := cfg.Executor.Start(ctx, req, bcfg)
+	cancel()
 	if err != nil {
 		s.budget.give(cost)
 		s.mu.Lock()
 		delete(s.instances, f.InstanceID)
 		delete(s.opening, f.InstanceID)
 		s.mu.Unlock()
+		if s.stopping.Err() != nil {
+			s.log.Info("process start ended by shutdown", "instance", f.InstanceID, "err", err)
+			return c.refuseShutdown(opOpen), false
+		}
 		s.log.Info("process start failed", "instance", f.InstanceID, "executable", req.Executable, "err", err)
 		return c.refuse(startError(err)), false
 	}

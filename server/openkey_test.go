@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/procwire/procwire/bridge"
@@ -523,5 +524,39 @@ func TestShutdownRacingOpen(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Equal(t, 1, exec.count())
 	require.True(t, groupGone(exec.proc(0).Pid()))
+	require.Empty(t, h.srv.Stats().Processes)
+}
+
+// TestShutdownDuringAdmit: an Admit that blocks until its context ends
+// does not hold Shutdown. Its context ends as shutdown begins, the open is
+// answered server_shutdown before the close, and Shutdown returns well
+// before the close timeout that would otherwise end the connection.
+func TestShutdownDuringAdmit(t *testing.T) {
+	entered := make(chan struct{})
+	admitErr := make(chan error, 1)
+	h := newHarness(t, Config{Admit: func(ctx context.Context, instanceID string) *frames.Error {
+		close(entered)
+		<-ctx.Done()
+		admitErr <- ctx.Err()
+		return nil
+	}})
+	a := h.dial()
+	a.send(keyedOpen("inst-admit", newKey(), "sleep", "300"))
+	<-entered
+
+	// The peer reads while Shutdown runs, so that the close handshake
+	// completes.
+	start := time.Now()
+	done := make(chan time.Duration, 1)
+	go func() {
+		assert.NoError(t, h.srv.Shutdown(testCtx(t)))
+		done <- time.Since(start)
+	}()
+	require.ErrorIs(t, <-admitErr, context.Canceled)
+	require.Equal(t, shutdownError(opOpen), a.next())
+	a.requireClosed(websocket.StatusGoingAway, reasonShutdown)
+	took := <-done
+	t.Logf("Shutdown with an open blocked in Admit: %v", took)
+	require.Less(t, took, closeTimeout/2, "Shutdown waited for Admit")
 	require.Empty(t, h.srv.Stats().Processes)
 }

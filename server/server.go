@@ -41,8 +41,13 @@ type Server struct {
 
 	// mu guards the maps and closing. It is never held across I/O, a
 	// process operation or a session's lock.
-	mu        sync.Mutex
-	closing   bool
+	mu      sync.Mutex
+	closing bool
+	// stopping ends when shutdown begins (stop is called with closing
+	// set): the calls a connection makes on the server's behalf (Admit,
+	// Executor.Start) are given a context that ends with it.
+	stopping  context.Context
+	stop      context.CancelFunc
 	conns     map[*conn]struct{}
 	sessions  map[string]*session // by process id
 	instances map[string]*session // reservations; nil while the process starts
@@ -97,6 +102,7 @@ func New(cfg Config) (*Server, error) {
 		keyTombs:  make(map[string][]*tombstone),
 		now:       time.Now,
 	}
+	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.tokenSum = sha256.Sum256([]byte(c.Token))
 	if s.m, err = newMetrics(c.Registerer, s); err != nil {
 		return nil, err
@@ -308,6 +314,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) shutdown(ctx context.Context) (destroyErr, ctxErr error) {
 	s.mu.Lock()
 	s.closing = true
+	s.stop()
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
