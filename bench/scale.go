@@ -77,21 +77,61 @@ func (r ScaleResult) String() string {
 		r.EchoP99.Round(time.Microsecond), r.EchoMax.Round(time.Microsecond), st(r.Idle), st(r.Loaded), st(r.Released))
 }
 
-// RaiseFDLimit raises this process's RLIMIT_NOFILE soft limit to its hard
-// limit (children inherit it) and returns the new soft limit.
-func RaiseFDLimit() (uint64, error) {
+// RaiseFDLimit sets this process's RLIMIT_NOFILE soft limit to at least
+// need and no less than its hard limit, and returns the soft limit it
+// leaves. Children started afterwards (the scale server) inherit it: the
+// limit is set even when it does not change, so that Go does not give them
+// the soft limit this process started with. When need is above the hard
+// limit, the hard limit is raised too, as far as fs.nr_open allows, which
+// takes root (CAP_SYS_RESOURCE); if that is not permitted, the soft limit
+// is set to the hard one and err says why it stays below need.
+func RaiseFDLimit(need uint64) (limit uint64, err error) {
 	var l syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
 		return 0, fmt.Errorf("getrlimit: %w", err)
 	}
-	if l.Cur < l.Max {
-		l.Cur = l.Max
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
-			return 0, fmt.Errorf("setrlimit: %w", err)
+	var raiseErr error
+	if need > l.Max {
+		want := need
+		if open, err := nrOpen(); err != nil {
+			raiseErr = err
+		} else if want > open {
+			want = open
+			raiseErr = fmt.Errorf("RLIMIT_NOFILE: %d fds needed, fs.nr_open is %d", need, open)
+		}
+		if want > l.Max {
+			err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: want, Max: want})
+			if err == nil {
+				return want, raiseErr
+			}
+			raiseErr = errors.Join(raiseErr, fmt.Errorf("raising RLIMIT_NOFILE's hard limit from %d to %d: %w", l.Max, want, err))
 		}
 	}
-	return l.Cur, nil
+	l.Cur = l.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return 0, fmt.Errorf("setrlimit: %w", err)
+	}
+	return l.Cur, raiseErr
 }
+
+// nrOpen reads fs.nr_open, the ceiling of RLIMIT_NOFILE's hard limit.
+func nrOpen() (uint64, error) {
+	b, err := os.ReadFile("/proc/sys/fs/nr_open")
+	if err != nil {
+		return 0, fmt.Errorf("reading fs.nr_open: %w", err)
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parsing fs.nr_open: %w", err)
+	}
+	return n, nil
+}
+
+// ScaleFDs is about how many fds a scale run of n processes needs, in the
+// server and in the process running the clients alike: a process costs the
+// server about five (its socket, three pipes and a pidfd) and the clients
+// one.
+func ScaleFDs(n int) uint64 { return uint64(5*n + 100) }
 
 // MaybeServeScale runs a scale server and exits if ServerEnv is set, and
 // returns at once otherwise. Call it first in main or TestMain, so that
@@ -115,8 +155,9 @@ func MaybeServeScale() {
 // serveScale serves procwire on a loopback port, and its own ServerStats as
 // JSON under /stats, until stdin ends; it first prints "URL STATSURL\n".
 func serveScale(maxProcs int, stdin io.Reader, stdout io.Writer) error {
-	if _, err := RaiseFDLimit(); err != nil {
-		return err
+	need := ScaleFDs(maxProcs)
+	if limit, err := RaiseFDLimit(need); limit < need {
+		return fmt.Errorf("RLIMIT_NOFILE is %d, %d processes need about %d: %w", limit, maxProcs, need, err)
 	}
 	// MaxMemory promises every process its default windows, as a server
 	// sized for maxProcs would; what the buffers take is far less, and

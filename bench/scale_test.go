@@ -46,14 +46,12 @@ func scaleSizes(b *testing.B) []int {
 //
 // go run ./bench/cmd/scale -n 4000 runs the same by hand.
 func BenchmarkScale(b *testing.B) {
-	limit, err := RaiseFDLimit()
-	require.NoError(b, err)
 	for _, n := range scaleSizes(b) {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			// Each process costs the server about four fds (a socket and
-			// three pipes) and this process one.
-			if need := uint64(5*n + 100); limit < need {
-				b.Skipf("RLIMIT_NOFILE is %d, N=%d needs about %d", limit, n, need)
+			// The server subprocess inherits the limit set here.
+			need := ScaleFDs(n)
+			if limit, err := RaiseFDLimit(need); limit < need {
+				b.Skipf("RLIMIT_NOFILE is %d, N=%d needs about %d (%v)", limit, n, need, err)
 			}
 			srv, err := StartScaleServer(n)
 			require.NoError(b, err)

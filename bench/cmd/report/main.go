@@ -43,7 +43,7 @@ func main() {
 	perSession := flag.Int("rt", 100, "64-byte round trips per session")
 	svg := flag.String("svg", "bench/results.svg", "SVG chart to write (empty: none)")
 	flag.Parse()
-	if _, err := bench.RaiseFDLimit(); err != nil {
+	if _, err := bench.RaiseFDLimit(0); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}

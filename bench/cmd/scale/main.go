@@ -32,8 +32,9 @@ func main() {
 }
 
 func run(n int, interval, duration time.Duration) error {
-	if _, err := bench.RaiseFDLimit(); err != nil {
-		return err
+	need := bench.ScaleFDs(n)
+	if limit, err := bench.RaiseFDLimit(need); limit < need {
+		return fmt.Errorf("RLIMIT_NOFILE is %d, %d processes need about %d: %w", limit, n, need, err)
 	}
 	srv, err := bench.StartScaleServer(n)
 	if err != nil {
