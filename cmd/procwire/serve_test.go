@@ -108,6 +108,30 @@ func TestServeTLS(t *testing.T) {
 	require.NoError(t, p.Destroy(c))
 }
 
+// serve chooses s2 for a client that asks for it, and none with
+// --no-compression.
+func TestServeNoCompression(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{{nil, frames.EncS2}, {[]string{"--no-compression"}, ""}} {
+		url := startServe(t, tc.args...)
+		c := testCtx(t)
+		p, err := client.Open(c, url, "compress", frames.ProcessRequest{
+			Executable: "echo", Arguments: []string{"compressed?"}, WorkingDirectory: "/",
+			Environment: map[string]string{},
+		}, &client.Options{Compress: true})
+		require.NoError(t, err)
+		h := p.Handle()
+		require.Equal(t, tc.want, h.OutputEnc, tc.args)
+		require.Equal(t, tc.want, h.StdinEnc, tc.args)
+		out, err := io.ReadAll(p.Stdout())
+		require.NoError(t, err)
+		require.Equal(t, "compressed?\n", string(out))
+		require.NoError(t, p.Destroy(c))
+	}
+}
+
 // serve warns about a token in clear text unless it listens on loopback
 // only.
 func TestServeWarnsOnlyBeyondLoopback(t *testing.T) {
