@@ -16,6 +16,7 @@ import {
   argumentsDigest,
   decode,
   encode,
+  inflateS2,
   validate,
   type Evidence,
   type ExitFrame,
@@ -66,6 +67,15 @@ export interface OpenOptions {
    * (default 8). Dials that reach no server count only against the grace.
    */
   resumeBudget?: number;
+  /**
+   * Asks the server to compress stdout and stderr payloads with s2
+   * (PROTOCOL.md §5, "Compression"); the client inflates them, bounded by
+   * max_data, and every count (offsets, acks, windows, progress) stays in
+   * raw bytes. stdin is always sent uncompressed. A server configured
+   * without compression answers as usual; one that predates it refuses the
+   * open with 1007 `open.output_enc: unknown_field`. Default false.
+   */
+  compress?: boolean;
   /** Aborts the open. */
   signal?: AbortSignal;
 }
@@ -97,6 +107,8 @@ export interface Progress {
   stdinReceived: number;
   /** Connections attached so far (1 + resumes). */
   connections: number;
+  /** stdout and stderr frames that arrived compressed (enc "s2") and were inflated. */
+  framesInflated: number;
 }
 
 /** The contract's openProcess handle. */
@@ -158,6 +170,7 @@ export async function openProcess(url: string, instanceId: string, request: Proc
     },
     stdout_window: options.stdoutWindow,
     stdin_window: options.stdinWindow,
+    output_enc: options.compress ? "s2" : undefined,
   };
   const bad = validate(open);
   if (bad) throw bad;
@@ -296,6 +309,8 @@ class Proc {
   maxData = MAX_DATA;
   stdinWindow = 0;
   errCap = 0;
+  outEnc: string | undefined; // the encoding opened chose for stdout and stderr
+  inflated = 0;
 
   conn: Conn | null = null;
   connections = 0;
@@ -395,6 +410,7 @@ class Proc {
         stdinWritten: this.inBuf.end(),
         stdinReceived: this.inBuf.start,
         connections: this.connections,
+        framesInflated: this.inflated,
       }),
     };
   }
@@ -581,9 +597,11 @@ class Proc {
       arguments_digest: this.digest,
     };
     checkEvidence(o.evidence, want);
-    // This client lists no encoding (it has no compressor, and compression
-    // would cost a browser CPU for little): a choice is one it never offered.
-    if (o.output_enc !== undefined) throw protocolError("opened.output_enc", `${o.output_enc}, but the open listed none`);
+    // With compress the open lists s2 for output only (this client has no
+    // compressor): any other choice is one it never offered.
+    if (o.output_enc !== undefined && o.output_enc !== this.openFrame.output_enc) {
+      throw protocolError("opened.output_enc", `${o.output_enc}, but the open listed ${this.openFrame.output_enc ?? "none"}`);
+    }
     if (o.stdin_enc !== undefined) throw protocolError("opened.stdin_enc", `${o.stdin_enc}, but the open listed none`);
     const maxData = num(o.max_data, "opened.max_data");
     const stdoutWindow = num(o.stdout_window, "opened.stdout_window");
@@ -600,6 +618,7 @@ class Proc {
     this.grace = clampMs(o.grace_ms);
     this.heartbeat = clampMs(o.heartbeat_ms);
     this.maxData = maxData;
+    this.outEnc = o.output_enc;
     this.stdinWindow = stdinLimit;
     this.stdinLimit = stdinLimit;
     this.outWindow = stdoutWindow;
@@ -671,20 +690,33 @@ class Proc {
     if (this.conn === c) this.conn = null;
   }
 
+  // payload returns the raw bytes of a stdout or stderr frame: data itself,
+  // or data inflated when it arrived with the encoding opened chose. The
+  // carried data and the raw payload are both bounded by max_data; the
+  // declared length is checked before anything is allocated.
+  private payload(kind: "stdout" | "stderr", data: Uint8Array, enc: string | undefined): Uint8Array {
+    if (data.length > this.maxData) throw protocolError(kind + ".data", `${data.length} bytes, max_data is ${this.maxData}`);
+    if (enc === undefined) return data;
+    if (enc !== this.outEnc) throw protocolError(kind + ".enc", `${enc}, but none was negotiated`);
+    const raw = inflateS2(data, this.maxData);
+    if (typeof raw === "string") throw protocolError(kind + ".data", `not an s2 block of 1..${this.maxData} bytes: ${raw}`);
+    this.inflated++;
+    return raw;
+  }
+
   private handle1(c: Conn, f: Frame): void {
     switch (f.type) {
       case "stdout": {
-        if (f.enc !== undefined) throw protocolError("stdout.enc", `${f.enc}, but no encoding was negotiated`);
+        const data = this.payload("stdout", f.data, f.enc);
         const off = num(f.off, "stdout.off");
-        const n = f.data.length;
-        if (n > this.maxData) throw protocolError("stdout.data", `${n} bytes, max_data is ${this.maxData}`);
+        const n = data.length;
         if (this.outEOF !== undefined) throw protocolError("stdout.off", `stdout at ${off} after stdout_eof at ${this.outEOF}`);
         if (off !== this.outReceived) throw protocolError("stdout.off", `offset ${off}, expected ${this.outReceived}`);
         if (n > this.outLimit - this.outReceived) {
           throw protocolError("stdout.data", `received ${this.outReceived + n} bytes, allowed ${this.outLimit}`);
         }
         this.outReceived += n;
-        this.outQ.push(f.data);
+        this.outQ.push(data);
         if (this.outCancelled) this.consumeOutput(this.outQ.length);
         this.broadcast();
         return;
@@ -697,9 +729,7 @@ class Proc {
         return;
       }
       case "stderr":
-        if (f.enc !== undefined) throw protocolError("stderr.enc", `${f.enc}, but no encoding was negotiated`);
-        if (f.data.length > this.maxData) throw protocolError("stderr.data", `${f.data.length} bytes, max_data is ${this.maxData}`);
-        this.onStderr(num(f.off, "stderr.off"), f.data);
+        this.onStderr(num(f.off, "stderr.off"), this.payload("stderr", f.data, f.enc));
         return;
       case "exit":
         this.onExit(f);

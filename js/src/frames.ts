@@ -74,9 +74,9 @@ export interface OpenFrame {
   stdin_window?: Int;
   /** 64 lowercase hex digits (256 random bits, secret): makes the open repeatable. */
   open_key?: string;
-  /** Encodings the client decodes in stdout/stderr, comma-separated ("s2"). This client lists none. */
+  /** Encodings the client decodes in stdout/stderr, comma-separated ("s2"). This client lists "s2" with options.compress. */
   output_enc?: string;
-  /** Encodings the client may send stdin in, comma-separated. This client lists none. */
+  /** Encodings the client may send stdin in, comma-separated. This client lists none (it has no compressor). */
   stdin_enc?: string;
 }
 export interface ResumeFrame {
@@ -127,7 +127,7 @@ export interface OpenedFrame {
   heartbeat_ms: Int;
   exit_wait_ms: Int;
   max_data: Int;
-  /** "s2" when the server may compress stdout/stderr; never sent to this client, which lists none. */
+  /** "s2" when the server may compress stdout/stderr; one the open listed. */
   output_enc?: string;
   /** "s2" when the client may compress stdin. */
   stdin_enc?: string;

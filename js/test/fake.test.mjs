@@ -137,6 +137,71 @@ test("stdout past the window is a protocol violation that ends the handle", asyn
   await srv.close();
 });
 
+// One S2 (Snappy) block: length 5, one literal "hello".
+const HELLO_S2 = new Uint8Array([5, 4 << 2, ...Buffer.from("hello")]);
+// An S2 block that declares 262,144 zero bytes (the golden vector's).
+const ZEROS_S2 = new Uint8Array(Buffer.from("gIAQAAARAR0A8/8C", "base64"));
+
+// compressFake answers an open with opened (patched), then sends frames.
+async function compressFake(patch, frames, seen = () => {}) {
+  return fake(async ({ next, send }) => {
+    const f = await next();
+    if (f.type === "open") {
+      seen(f);
+      send({ ...(await opened(f)), ...patch });
+      for (const fr of frames) send(fr);
+    } else if (f.type === "destroy") {
+      send({ type: "destroyed", process_id: PID });
+    }
+  });
+}
+
+test("compress: the open lists s2 for output only; compressed stdout and stderr are inflated", async () => {
+  let open;
+  const srv = await compressFake({ output_enc: "s2" }, [
+    { type: "stdout", off: 0, data: HELLO_S2, enc: "s2" },
+    { type: "stdout", off: 5, data: Buffer.from(" raw") },
+    { type: "stderr", off: 0, data: HELLO_S2, enc: "s2" },
+    { type: "stdout_eof", off: 9 },
+  ], (f) => (open = f));
+  const p = await openProcess(srv.url, "inst-c1", req("cat"), { compress: true });
+  assert.equal(open.output_enc, "s2");
+  assert.equal(open.stdin_enc, undefined);
+  const r = p.error.getReader();
+  assert.equal(Buffer.from((await r.read()).value).toString(), "hello");
+  r.releaseLock();
+  const out = [];
+  for await (const c of p.output) out.push(c);
+  assert.equal(Buffer.concat(out).toString(), "hello raw");
+  assert.equal(p.progress().stdoutReceived, 9);
+  assert.equal(p.progress().stderrReceived, 5);
+  assert.equal(p.progress().framesInflated, 2);
+  await p.destroy();
+  await srv.close();
+});
+
+test("compress violations: an encoding never offered, enc on a direction not negotiated, a block past max_data", async () => {
+  for (const [patch, frames, opts, field] of [
+    [{ output_enc: "s2" }, [], {}, "opened.output_enc"],
+    [{ output_enc: "s2", stdin_enc: "s2" }, [], { compress: true }, "opened.stdin_enc"],
+    [{}, [{ type: "stdout", off: 0, data: HELLO_S2, enc: "s2" }], { compress: true }, "stdout.enc"],
+    [{}, [{ type: "stderr", off: 0, data: HELLO_S2, enc: "s2" }], {}, "stderr.enc"],
+    [{ output_enc: "s2", max_data: 1024 }, [{ type: "stdout", off: 0, data: ZEROS_S2, enc: "s2" }], { compress: true }, "stdout.data"],
+    [{ output_enc: "s2", max_data: 1024 }, [{ type: "stderr", off: 0, data: ZEROS_S2, enc: "s2" }], { compress: true }, "stderr.data"],
+  ]) {
+    const srv = await compressFake(patch, frames);
+    const isField = (e) => e instanceof SandboxProtocolInvalid && e.field === field;
+    if (field.startsWith("opened.")) {
+      await assert.rejects(openProcess(srv.url, "inst-c2", req("cat"), opts), isField, field);
+    } else {
+      const p = await openProcess(srv.url, "inst-c2", req("cat"), opts);
+      await assert.rejects(p.wait(), isField, field);
+      await p.destroy();
+    }
+    await srv.close();
+  }
+});
+
 test("a second, different exit is a protocol violation; the first stays", async () => {
   const srv = await fake(async ({ next, send }) => {
     const f = await next();
