@@ -99,6 +99,15 @@ type conn struct {
 	// reader refuses acks beyond it.
 	stdoutSent atomic.Int64
 
+	// Signal answers: queued by whoever delivers the signal (the reader or
+	// the session's pump), written by the writer. sigInFlight counts the
+	// signals asked on this connection and not yet answered on it; the
+	// writer wakes the reader through sigRoom as it writes answers.
+	ansMu       sync.Mutex
+	answers     []frames.Frame
+	sigInFlight atomic.Int32
+	sigRoom     chan struct{}
+
 	// Owned by the handler goroutine; sess is set before the writer starts
 	// and never changes.
 	dec  frames.Decoder
@@ -123,6 +132,7 @@ func newConn(s *Server, ws *websocket.Conn, remote string) *conn {
 		ctx:        ctx,
 		cancel:     cancel,
 		wake:       make(chan struct{}, 1),
+		sigRoom:    make(chan struct{}, 1),
 		ctrl:       make(chan frames.Frame, ctrlQueue),
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -218,6 +228,15 @@ func (c *conn) send(f frames.Frame) {
 	case <-c.stop:
 	case <-c.ctx.Done():
 	}
+}
+
+// answer queues the answer to a signal for the writer. It never blocks:
+// the reader bounds the signals in flight.
+func (c *conn) answer(f frames.Frame) {
+	c.ansMu.Lock()
+	c.answers = append(c.answers, f)
+	c.ansMu.Unlock()
+	c.wakeUp()
 }
 
 // refuse queues the error answering a first frame, logs and counts the
@@ -463,26 +482,49 @@ func (c *conn) stdin(f *frames.Stdin) (closeStatus, bool) {
 		return st, true
 	}
 	se := c.sess
-	defer se.mu.Unlock()
 	switch received := se.recv.Received(); {
 	case se.stdinClosed:
+		se.mu.Unlock()
 		return protocolError("stdin after stdin_close"), true
 	case f.Off != received:
+		se.mu.Unlock()
 		return protocolError("stdin.off %d, expected %d", f.Off, received), true
 	case f.Enc != "" && f.Enc != se.inEnc:
 		return protocolError("stdin.enc %s, not negotiated", f.Enc), true
 	case len(f.Data) > c.srv.cfg.MaxFrameData:
+		se.mu.Unlock()
 		return protocolError("stdin.data: %d bytes, max_data is %d", len(f.Data), c.srv.cfg.MaxFrameData), true
 	}
 	if err := se.recv.Receive(int64(len(f.Data))); err != nil {
 		// The bytes are not pushed: the child receives nothing past the limit.
+		se.mu.Unlock()
 		return closeStatus{code: websocket.StatusPolicyViolation, reason: truncate(err.Error(), 123)}, true
 	}
-	if err := se.p.PushStdin(f.Data); err != nil {
+	c.srv.m.stdinReceived(len(f.Data))
+	if se.stdinFailed {
+		// Discarded but credited (PROTOCOL.md §5): the writer grants more.
+		se.mu.Unlock()
+		c.wakeUp()
+		return closeStatus{}, false
+	}
+	err := se.p.PushStdin(f.Data)
+	var answer *frames.Error
+	if err != nil {
+		if answer = stdinFailure(err); answer != nil {
+			se.failStdinLocked(err)
+		}
+	}
+	se.mu.Unlock()
+	switch {
+	case err == nil:
+	case answer == nil:
 		se.log.Error("push stdin", "err", err)
 		return internalStatus("push stdin: %v", err), true
+	default:
+		// Answered after the lock: the writer takes it to grant credit.
+		c.send(answer)
+		c.wakeUp()
 	}
-	c.srv.m.stdinReceived(len(f.Data))
 	return closeStatus{}, false
 }
 
@@ -491,16 +533,24 @@ func (c *conn) stdinClose(f *frames.StdinClose) (closeStatus, bool) {
 		return st, true
 	}
 	se := c.sess
-	defer se.mu.Unlock()
 	if received := se.recv.Received(); f.Off != received {
+		se.mu.Unlock()
 		return protocolError("stdin_close.off %d, expected %d", f.Off, received), true
 	}
+	var answer *frames.Error
 	if !se.stdinClosed { // a repeat after a resume is harmless
-		se.stdinClosed = true
-		if err := se.p.CloseStdin(); err != nil {
-			se.log.Error("close stdin", "err", err)
-			return internalStatus("close stdin: %v", err), true
+		if !se.stdinFailed {
+			if err := se.p.CloseStdin(); err != nil {
+				if answer = stdinFailure(err); answer != nil {
+					se.failStdinLocked(err)
+				}
+			}
 		}
+		se.stdinClosed = true
+	}
+	se.mu.Unlock()
+	if answer != nil {
+		c.send(answer)
 	}
 	return closeStatus{}, false
 }
@@ -527,18 +577,26 @@ func (c *conn) ack(f *frames.Ack) (closeStatus, bool) {
 }
 
 func (c *conn) signal(f *frames.Signal) (closeStatus, bool) {
+	// A peer that floods signals without reading their answers holds no
+	// more than maxSignalsInFlight of them.
+	for c.sigInFlight.Load() >= maxSignalsInFlight {
+		select {
+		case <-c.sigRoom:
+		case <-c.stop:
+			return closeStatus{}, true // closeWith has set how c ends
+		case <-c.ctx.Done():
+			return closeStatus{code: websocket.StatusAbnormalClosure, reason: "connection dropped", abrupt: true}, true
+		}
+	}
 	if st, ok := c.lock(); !ok {
 		return st, true
 	}
 	se := c.sess
-	result, err := se.signalLocked(f.ID, f.Signal)
-	se.mu.Unlock()
-	if err != nil {
-		se.log.Error("signal", "signal", string(f.Signal), "err", err)
-		return internalStatus("signal: %v", err), true
+	c.sigInFlight.Add(1) // before its answer can be written
+	if !se.signalLocked(c, f.ID, f.Signal) {
+		c.sigInFlight.Add(-1)
 	}
-	se.log.Info("signal", "id", f.ID, "signal", string(f.Signal), "result", result)
-	c.send(&frames.Signaled{ID: f.ID, Result: result})
+	se.mu.Unlock()
 	return closeStatus{}, false
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/procwire/procwire/bridge"
+	"github.com/procwire/procwire/credit"
 	"github.com/procwire/procwire/frames"
 )
 
@@ -77,28 +79,37 @@ func TestSignals(t *testing.T) {
 }
 
 func TestSignalHistory(t *testing.T) {
-	s := &session{p: &countingProcess{Process: fakeProcess{}}}
-	for id := int64(1); id <= 100; id++ {
-		r, err := s.signalLocked(id*2, frames.SIGTERM)
-		require.NoError(t, err)
-		require.Equal(t, frames.SignalDelivered, r)
+	c := &conn{wake: make(chan struct{}, 1)}
+	s := &session{p: &countingProcess{Process: fakeProcess{}}, recv: credit.NewReceiver(1024),
+		log: slog.New(slog.DiscardHandler), attached: c}
+	answer := func(id int64) frames.Frame {
+		t.Helper()
+		require.True(t, s.signalLocked(c, id, frames.SIGTERM))
+		require.Len(t, c.answers, 1)
+		a := c.answers[0]
+		c.answers = nil
+		return a
 	}
 	for id := int64(1); id <= 100; id++ {
-		r, err := s.signalLocked(id*2, frames.SIGTERM)
-		require.NoError(t, err)
+		require.Equal(t, &frames.Signaled{ID: id * 2, Result: frames.SignalDelivered}, answer(id*2))
+	}
+	for id := int64(1); id <= 100; id++ {
 		if id > 100-signalHistory {
-			require.Equal(t, frames.SignalDelivered, r, "id %d is among the last 64", id*2)
+			require.Equal(t, &frames.Signaled{ID: id * 2, Result: frames.SignalDelivered}, answer(id*2), "id %d is among the last 64", id*2)
 		} else {
-			require.Equal(t, frames.SignalAlreadyExited, r, "id %d is forgotten", id*2)
+			require.Equal(t, &frames.Signaled{ID: id * 2, Result: frames.SignalAlreadyExited}, answer(id*2), "id %d is forgotten", id*2)
 		}
 	}
 	require.EqualValues(t, 100, s.p.(*countingProcess).signals.Load())
 }
 
-// fakeProcess delivers every signal; only Signal is used.
+// fakeProcess delivers every signal and consumes all stdin; only Signal,
+// Exit and StdinConsumed are used.
 type fakeProcess struct{ Process }
 
-func (fakeProcess) Signal(syscall.Signal) (bool, error) { return true, nil }
+func (fakeProcess) Signal(syscall.Signal) (bool, error)       { return true, nil }
+func (fakeProcess) Exit() (status bridge.ExitStatus, ok bool) { return status, false }
+func (fakeProcess) StdinConsumed() int64                      { return 0 }
 
 func TestSecondOpenConflicts(t *testing.T) {
 	h := newHarness(t, Config{})

@@ -3,7 +3,6 @@ package server
 import (
 	"log/slog"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/procwire/procwire/credit"
@@ -19,15 +18,6 @@ const (
 	destroying                     // Destroy is in progress; back to live if it fails
 	gone                           // destroyed; a tombstone answers for it
 )
-
-// signalHistory is how many signal results a session remembers (§3 signaled).
-const signalHistory = 64
-
-// signalRecord is the result recorded for one signal id.
-type signalRecord struct {
-	id     int64
-	result string
-}
 
 // session is one process and the state that outlives its connections:
 // identity, stdin credit, signal history, the attached connection and the
@@ -62,12 +52,14 @@ type session struct {
 	attached    *conn            // the connection serving the process, or nil when detached
 	recv        *credit.Receiver // stdin credit
 	stdinClosed bool             // stdin_close was received
-	lastSignal  int64            // highest signal id seen
+	stdinFailed bool             // the process failed a stdin write: stdin is discarded from then on
+	lastSignal  int64            // highest signal id seen (delivered, failed or waiting)
 	signals     [signalHistory]signalRecord
-	nsignals    int         // signals recorded so far; the last ones are in signals
-	grace       *time.Timer // runs while detached
-	detachedAt  time.Time   // when the last connection detached (for resume latency)
-	graceGen    uint64      // bumped on every attach, so a stale timer does nothing
+	nsignals    int             // signals recorded so far; the last ones are in signals
+	sigq        []pendingSignal // signals waiting for the stdin received before them
+	grace       *time.Timer     // runs while detached
+	detachedAt  time.Time       // when the last connection detached (for resume latency)
+	graceGen    uint64          // bumped on every attach, so a stale timer does nothing
 }
 
 // pump is the single consumer of the process's Notify channel: it forwards
@@ -89,6 +81,9 @@ func (s *session) pump() {
 		}
 		s.mu.Lock()
 		c := s.attached
+		if s.state == live {
+			s.deliverSignalsLocked() // stdin was consumed, or the exit published
+		}
 		s.mu.Unlock()
 		if c != nil {
 			c.wakeUp()
@@ -100,6 +95,9 @@ func (s *session) pump() {
 // consumed since the last call. s.mu must be held.
 func (s *session) syncStdinLocked() {
 	consumed := s.p.StdinConsumed()
+	if s.stdinFailed {
+		consumed = s.recv.Received() // discarded, as after a broken pipe
+	}
 	if d := min(consumed-s.recv.Consumed(), s.recv.Received()-s.recv.Consumed()); d > 0 {
 		s.recv.Consume(d)
 	}
@@ -120,40 +118,6 @@ func (s *session) credit(c *conn, force bool) (cr frames.Credit, ok bool) {
 		return cr, false
 	}
 	return frames.Credit{StdinReceived: s.recv.Received(), StdinLimit: limit}, true
-}
-
-// signal delivers a signal for id once and returns the result to answer,
-// recorded for repeats. s.mu must be held.
-func (s *session) signalLocked(id int64, name frames.SignalName) (string, error) {
-	if id <= s.lastSignal {
-		for i := range min(s.nsignals, signalHistory) {
-			if r := s.signals[i]; r.id == id {
-				return r.result, nil
-			}
-		}
-		return frames.SignalAlreadyExited, nil
-	}
-	var sig syscall.Signal
-	switch name {
-	case frames.SIGINT:
-		sig = syscall.SIGINT
-	case frames.SIGTERM:
-		sig = syscall.SIGTERM
-	default:
-		sig = syscall.SIGKILL
-	}
-	delivered, err := s.p.Signal(sig)
-	if err != nil {
-		return "", err
-	}
-	result := frames.SignalAlreadyExited
-	if delivered {
-		result = frames.SignalDelivered
-	}
-	s.lastSignal = id
-	s.signals[s.nsignals%signalHistory] = signalRecord{id: id, result: result}
-	s.nsignals++
-	return result, nil
 }
 
 // exitFrame returns the published exit as a frame, or nil.

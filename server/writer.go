@@ -59,11 +59,15 @@ func (c *conn) writeFrames() error {
 			return nil
 		default:
 		}
+		answered, err := c.writeAnswers()
+		if err != nil {
+			return err
+		}
 		progressed, err := c.step()
 		if err != nil {
 			return err
 		}
-		if progressed {
+		if progressed || answered {
 			continue
 		}
 		select {
@@ -83,6 +87,9 @@ func (c *conn) writeFrames() error {
 // writeFinal writes the answers still queued and, after a destroy, exit
 // and destroyed.
 func (c *conn) writeFinal() error {
+	if _, err := c.writeAnswers(); err != nil {
+		return err
+	}
 	for {
 		select {
 		case f := <-c.ctrl:
@@ -105,6 +112,27 @@ func (c *conn) writeFinal() error {
 		}
 	}
 	return c.write(&frames.Destroyed{ProcessID: st.destroyed})
+}
+
+// writeAnswers writes the signal answers queued, in order, and makes room
+// for the reader to take more signals.
+func (c *conn) writeAnswers() (wrote bool, err error) {
+	c.ansMu.Lock()
+	answers := c.answers
+	c.answers = nil
+	c.ansMu.Unlock()
+	for _, f := range answers {
+		if err := c.write(f); err != nil {
+			return wrote, err
+		}
+		wrote = true
+		c.sigInFlight.Add(-1)
+		select {
+		case c.sigRoom <- struct{}{}:
+		default:
+		}
+	}
+	return wrote, nil
 }
 
 // step sends what the session has ready: one stdout frame (or stdout_eof),
