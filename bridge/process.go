@@ -50,6 +50,7 @@ type Process struct {
 	inBroken   bool       // the pipe failed: pushed bytes are discarded and counted
 	inStop     bool       // Destroy was called
 	inConsumed int64      // bytes written to the pipe or discarded after it failed
+	inFull     bool       // the pipe is full and queued bytes wait for the child to read
 	// inRaw is stdinW's, for PushStdin's direct writes; made by the first.
 	inRaw syscall.RawConn
 
@@ -387,6 +388,16 @@ func (p *Process) StdinConsumed() int64 {
 	p.inMu.Lock()
 	defer p.inMu.Unlock()
 	return p.inConsumed
+}
+
+// StdinBlocked reports whether stdin bytes are waiting because the child's
+// pipe is full: the child is not reading its stdin. Every byte that fit is
+// in the pipe; the rest waits in the queue. It turns false as soon as the
+// child makes room. A change is announced on Notify.
+func (p *Process) StdinBlocked() bool {
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	return p.inFull
 }
 
 // Done returns a channel closed once, when the exit is published.

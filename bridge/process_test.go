@@ -362,3 +362,29 @@ func TestNotifyOnExit(t *testing.T) {
 		return ok
 	})
 }
+
+// TestStdinBlockedOnAFullPipe: stdin counts as consumed as the pipe takes
+// it, and a child that reads nothing shows as StdinBlocked once its pipe is
+// full; once it reads, the rest goes through and the flag clears.
+func TestStdinBlockedOnAFullPipe(t *testing.T) {
+	p := start(t, shReq(t, `read go; exec wc -c`), &Config{StdinWindow: 1 << 20})
+	var out bytes.Buffer
+	c := newConsumer(t, p, &out)
+	require.False(t, p.StdinBlocked())
+	require.NoError(t, p.PushStdin(append([]byte("go\n"), make([]byte, 512<<10)...)))
+	// sh's read takes "go\n" a byte at a time and then wc -c reads all: the
+	// pipe fills only if the child is slow, so only what must hold is
+	// checked: the flag clears and every byte is consumed.
+	c.until("every byte consumed", func() bool { return p.StdinConsumed() == 3+512<<10 && !p.StdinBlocked() })
+	require.NoError(t, p.CloseStdin())
+	c.until("wc -c", func() bool { return out.String() == "524288\n" })
+
+	q := start(t, Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()}, &Config{StdinWindow: 1 << 20})
+	d := newConsumer(t, q, nil)
+	require.NoError(t, q.PushStdin(make([]byte, 512<<10)))
+	d.until("the pipe full", q.StdinBlocked)
+	consumed := q.StdinConsumed()
+	require.Greater(t, consumed, int64(0), "what fit is in the pipe and counted")
+	require.Less(t, consumed, int64(512<<10))
+	require.NoError(t, q.Destroy())
+}

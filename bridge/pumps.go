@@ -150,12 +150,20 @@ func (p *Process) pumpStderr() {
 }
 
 // pumpStdin writes the stdin queue to the child's pipe and closes the pipe
-// after CloseStdin drained the queue. When a write fails (EPIPE: the child
-// exited or closed its stdin), the queue is discarded and counted as
-// consumed, and so is every later push.
+// after CloseStdin drained the queue. It writes without blocking, so that
+// every byte counts as consumed as soon as the pipe took it and a full pipe
+// shows (StdinBlocked) while the pump waits for the child to read. When a
+// write fails (EPIPE: the child exited or closed its stdin), the queue is
+// discarded and counted as consumed, and so is every later push.
 func (p *Process) pumpStdin() {
 	defer close(p.stdinDone)
 	defer p.closeStdinW()
+	rc, err := p.stdinW.SyscallConn()
+	if err != nil {
+		return // only a nil *os.File has none
+	}
+	w := &pipeWriter{p: p}
+	write := w.writeFd
 	for {
 		p.inMu.Lock()
 		for p.inQ.len() == 0 && !p.inClosed && !p.inStop {
@@ -171,21 +179,65 @@ func (p *Process) pumpStdin() {
 		n := p.inQ.peek(buf[:])
 		p.inMu.Unlock()
 
-		w, err := p.stdinW.Write(buf[:n])
+		w.buf, w.err = buf[:n], nil
+		err := rc.Write(write)
+		if err == nil {
+			err = w.err
+		}
+		w.buf = nil
 		chunk.Put(buf)
-
-		p.inMu.Lock()
-		p.inQ.discard(w)
-		p.inConsumed += int64(w)
 		if err != nil {
+			p.inMu.Lock()
 			p.inBroken = true
+			p.inFull = false
 			p.inConsumed += int64(p.inQ.len())
 			p.inQ.discard(p.inQ.len())
-		}
-		p.inMu.Unlock()
-		p.changed()
-		if err != nil {
+			p.inMu.Unlock()
+			p.changed()
 			return
 		}
+	}
+}
+
+// pipeWriter writes a peeked part of the stdin queue to the pipe without
+// blocking, counting each write as it happens. One pump owns it.
+type pipeWriter struct {
+	p   *Process
+	buf []byte // what is left to write
+	err error
+}
+
+// writeFd is the RawConn.Write callback: it returns false to wait until
+// the pipe is writable again.
+func (w *pipeWriter) writeFd(fd uintptr) bool {
+	for len(w.buf) > 0 {
+		n, err := syscall.Write(int(fd), w.buf)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			w.p.stdinWrote(0, true)
+			return false
+		case err != nil:
+			w.err = &os.PathError{Op: "write", Path: w.p.stdinW.Name(), Err: err}
+			return true
+		}
+		w.buf = w.buf[n:]
+		w.p.stdinWrote(n, false)
+	}
+	return true
+}
+
+// stdinWrote counts n bytes taken by the pipe and records whether the pipe
+// is full, telling the consumer.
+func (p *Process) stdinWrote(n int, full bool) {
+	p.inMu.Lock()
+	changed := n > 0 || p.inFull != full
+	p.inQ.discard(n)
+	p.inConsumed += int64(n)
+	p.inFull = full
+	p.inMu.Unlock()
+	if changed {
+		p.changed()
 	}
 }

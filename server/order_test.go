@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -153,4 +154,23 @@ func TestStdinFailureIsAnswered(t *testing.T) {
 	require.Equal(t, "done\n", string(o.stdout))
 	require.Equal(t, &frames.Exit{Code: 0}, o.exit)
 	require.Empty(t, p.pending, "one error, once")
+}
+
+// TestSignalToAChildThatDoesNotRead: stdin queued behind a full pipe does
+// not hold a signal back, or a child that reads nothing until it is
+// signalled could never be.
+func TestSignalToAChildThatDoesNotRead(t *testing.T) {
+	h := newHarness(t, Config{})
+	p, _ := h.sh("inst-full-pipe", `trap 'exec wc -c' TERM; echo ready; while :; do sleep 1; done`)
+	require.Equal(t, "ready\n", string(nextOf[*frames.Stdout](p).Data))
+	data := make([]byte, 512<<10) // far more than a pipe holds, within the stdin window
+	for off := 0; off < len(data); off += 64 << 10 {
+		p.send(&frames.Stdin{Off: int64(off), Data: data[off : off+64<<10]})
+	}
+	p.send(&frames.Signal{ID: 1, Signal: frames.SIGTERM})
+	require.Equal(t, &frames.Signaled{ID: 1, Result: frames.SignalDelivered}, nextOf[*frames.Signaled](p))
+	p.send(&frames.StdinClose{Off: int64(len(data))})
+	o := p.collectFrom(6, false)
+	require.Equal(t, "524288\n", strings.TrimLeft(string(o.stdout), " "))
+	require.Equal(t, &frames.Exit{Code: 0}, o.exit)
 }

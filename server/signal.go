@@ -10,9 +10,11 @@ import (
 
 // Signals are delivered in the order received, each only once every stdin
 // byte received before it has left the stdin queue: written to the child's
-// pipe, or discarded because the pipe broke (PROTOCOL.md §5). A signal whose
-// stdin is still queued waits in session.sigq; the session's pump delivers
-// it when the process reports stdin consumed (or its exit). The answer,
+// pipe, or discarded because the pipe broke (PROTOCOL.md §5) — unless the
+// pipe is full: a child that does not read its stdin can still be
+// signalled. A signal whose stdin is still queued waits in session.sigq;
+// the session's pump delivers it when the process reports stdin consumed,
+// its pipe full, or its exit. The answer,
 // signaled or the signal_failed error, goes to the connection that asked if
 // it is still attached, through that connection's answer queue.
 
@@ -98,7 +100,7 @@ func (s *session) deliverSignalsLocked() {
 	for len(s.sigq) > 0 {
 		ps := s.sigq[0]
 		_, exited := s.p.Exit()
-		if !exited && !s.stdinFailed && s.p.StdinConsumed() < ps.mark {
+		if !exited && !s.stdinFailed && s.p.StdinConsumed() < ps.mark && !stdinBlocked(s.p) {
 			return
 		}
 		s.sigq[0] = pendingSignal{}
@@ -139,6 +141,24 @@ func (s *session) deliverLocked(id int64, name frames.SignalName) signalRecord {
 	s.signals[s.nsignals%signalHistory] = r
 	s.nsignals++
 	return r
+}
+
+// StdinBlocker is implemented by a Process that can tell when its stdin
+// waits on a full pipe (*bridge.Process does). A signal is then delivered
+// without waiting for the stdin queued before it, which would otherwise
+// wait for ever on a child that reads nothing until it is signalled. A
+// Process without it has its signals wait for all stdin before them.
+type StdinBlocker interface {
+	// StdinBlocked reports whether stdin bytes wait because the child's
+	// pipe is full; a change is announced on Notify.
+	StdinBlocked() bool
+}
+
+var _ StdinBlocker = (*bridge.Process)(nil)
+
+func stdinBlocked(p Process) bool {
+	b, ok := p.(StdinBlocker)
+	return ok && b.StdinBlocked()
 }
 
 // stdinFailure is the error answering a stdin write the process failed, or
