@@ -59,30 +59,30 @@ func TestSignalAfterStdin(t *testing.T) {
 	p.destroyedAnswer(opened.ProcessID)
 }
 
-// failingExecutor starts bridge processes whose Signal fails with
+// opFailExecutor starts bridge processes whose Signal fails with
 // signalErr (when set) and whose PushStdin fails with pushErr once failPush
 // is set.
-type failingExecutor struct {
+type opFailExecutor struct {
 	countingExecutor
 	signalErr error
 	pushErr   error
 	failPush  atomic.Bool
 }
 
-type failingProcess struct {
+type opFailProcess struct {
 	Process
-	e *failingExecutor
+	e *opFailExecutor
 }
 
-func (e *failingExecutor) Start(ctx context.Context, req bridge.Request, cfg bridge.Config) (Process, error) {
+func (e *opFailExecutor) Start(ctx context.Context, req bridge.Request, cfg bridge.Config) (Process, error) {
 	p, err := e.countingExecutor.Start(ctx, req, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &failingProcess{Process: p, e: e}, nil
+	return &opFailProcess{Process: p, e: e}, nil
 }
 
-func (p *failingProcess) Signal(sig syscall.Signal) (bool, error) {
+func (p *opFailProcess) Signal(sig syscall.Signal) (bool, error) {
 	if p.e.signalErr != nil {
 		p.Process.(*countingProcess).signals.Add(1)
 		return false, p.e.signalErr
@@ -90,7 +90,7 @@ func (p *failingProcess) Signal(sig syscall.Signal) (bool, error) {
 	return p.Process.Signal(sig)
 }
 
-func (p *failingProcess) PushStdin(b []byte) error {
+func (p *opFailProcess) PushStdin(b []byte) error {
 	if p.e.failPush.Load() {
 		return p.e.pushErr
 	}
@@ -102,7 +102,7 @@ func (p *failingProcess) PushStdin(b []byte) error {
 // close; the connection goes on, and a repeat of the id answers the same
 // error without a second attempt.
 func TestSignalFailureIsAnswered(t *testing.T) {
-	exec := &failingExecutor{signalErr: fmt.Errorf("signal process group: %w", syscall.EPERM)}
+	exec := &opFailExecutor{signalErr: fmt.Errorf("signal process group: %w", syscall.EPERM)}
 	h := newHarness(t, Config{Executor: exec})
 	p, opened := h.open(openFrame("inst-eperm", "cat"))
 	want := func(id int64) *frames.Error {
@@ -134,7 +134,7 @@ func TestSignalFailureIsAnswered(t *testing.T) {
 // stream ends there (the child sees EOF), later stdin is discarded but
 // credited, and the connection goes on to the exit.
 func TestStdinFailureIsAnswered(t *testing.T) {
-	exec := &failingExecutor{pushErr: errors.New("stdin device gone")}
+	exec := &opFailExecutor{pushErr: errors.New("stdin device gone")}
 	h := newHarness(t, Config{Executor: exec})
 	p, _ := h.sh("inst-stdin-fail", "cat; echo done")
 	p.send(&frames.Stdin{Off: 0, Data: []byte("a\n")})
