@@ -248,28 +248,22 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 
 	s.mu.Lock()
 	delete(s.opening, f.InstanceID)
-	if s.closing || po.killed {
+	if s.closing {
 		delete(s.instances, f.InstanceID)
-		closing := s.closing
 		s.mu.Unlock()
 		if err := p.Destroy(); err != nil {
 			s.log.Error("destroy process", "err", err)
 		}
 		s.budget.give(cost)
-		if closing {
-			return c.refuseShutdown(opOpen), false
-		}
-		// Destroyed by its key while it started: remembered like any
-		// destroyed process, so that the destroy answers destroyed and a
-		// later open with the key is refused.
-		ts := &tombstone{id: id, token: token, instanceID: f.InstanceID, openKey: f.OpenKey,
-			exit: se.exitFrame(), at: s.now()}
-		s.mu.Lock()
-		s.addTombLocked(ts)
-		s.mu.Unlock()
-		se.log.Info("process destroyed by its open key while starting")
-		s.hook(hookDestroyed, id)
-		return c.refuse(tombstoneError(ts, opOpen)), false
+		return c.refuseShutdown(opOpen), false
+	}
+	killed := po.killed
+	if killed {
+		// Destroyed by its key while it started: it is registered
+		// detached and destroyed like any process, so that the destroy
+		// waiting for it finds its tombstone (or the failed destroy keeps
+		// it reserved), and a later open with the key is refused.
+		se.attached = nil
 	}
 	s.sessions[id] = se
 	s.instances[f.InstanceID] = se
@@ -279,8 +273,15 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		defer s.wg.Done()
 		se.pump()
 	}()
-
 	s.m.processOpened()
+	if killed {
+		se.log.Info("process destroyed by its open key while starting")
+		ts, err := s.destroySession(se, nil, false)
+		if err != nil {
+			return c.refuse(destroyFailure(err)), false
+		}
+		return c.refuse(tombstoneError(ts, opOpen)), false
+	}
 	se.log.Info("process started", "pid", p.Pid(), "executable", req.Executable,
 		"stdout_window", bcfg.StdoutWindow, "stdin_window", bcfg.StdinWindow)
 	s.hook(hookStarted, id)
