@@ -136,7 +136,10 @@ func TestSignalFailureIsAnswered(t *testing.T) {
 func TestStdinFailureIsAnswered(t *testing.T) {
 	exec := &opFailExecutor{pushErr: errors.New("stdin device gone")}
 	h := newHarness(t, Config{Executor: exec})
-	p, _ := h.sh("inst-stdin-fail", "cat; echo done")
+	f := openFrame("inst-stdin-fail", "sh", "-c", "cat; echo done")
+	f.StdinWindow = 1024
+	p, opened := h.open(f)
+	limit := opened.StdinLimit
 	p.send(&frames.Stdin{Off: 0, Data: []byte("a\n")})
 	require.Equal(t, "a\n", string(nextOf[*frames.Stdout](p).Data))
 
@@ -144,12 +147,20 @@ func TestStdinFailureIsAnswered(t *testing.T) {
 	p.send(&frames.Stdin{Off: 2, Data: []byte("b\n")})
 	require.Equal(t, &frames.Error{Code: frames.OperationFailed, Operation: "write_stdin", Reason: "stdin_failed",
 		Message: "stdin device gone"}, nextOf[*frames.Error](p))
-	p.send(&frames.Stdin{Off: 4, Data: []byte("c\n")})
-	for {
-		if c := nextOf[*frames.Credit](p); c.StdinReceived == 6 {
-			break
+	// Eight windows more: each is discarded and credited, so the writer
+	// never waits for a child that no longer gets them.
+	off := int64(4)
+	for off < 8*1024 {
+		for off < limit {
+			n := min(limit-off, 256)
+			p.send(&frames.Stdin{Off: off, Data: make([]byte, n)})
+			off += n
+		}
+		for limit <= off {
+			limit = max(limit, nextOf[*frames.Credit](p).StdinLimit)
 		}
 	}
+	p.send(&frames.StdinClose{Off: off})
 	o := p.collectFrom(2, false)
 	require.Equal(t, "done\n", string(o.stdout))
 	require.Equal(t, &frames.Exit{Code: 0}, o.exit)
