@@ -490,6 +490,7 @@ func (c *conn) stdin(f *frames.Stdin) (closeStatus, bool) {
 		se.mu.Unlock()
 		return protocolError("stdin.off %d, expected %d", f.Off, received), true
 	case f.Enc != "" && f.Enc != se.inEnc:
+		se.mu.Unlock()
 		return protocolError("stdin.enc %s, not negotiated", f.Enc), true
 	case len(f.Data) > c.srv.cfg.MaxFrameData:
 		se.mu.Unlock()
