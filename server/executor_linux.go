@@ -41,3 +41,6 @@ func (e BridgeExecutor) ContainmentName() string { return e.containment().String
 
 // defaultExecutor is the Executor of a Config without one.
 func defaultExecutor() (Executor, error) { return BridgeExecutor{}, nil }
+
+// *bridge.Process tells when its stdin waits on a full pipe.
+var _ StdinBlocker = (*bridge.Process)(nil)

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"syscall"
 
-	"github.com/procwire/procwire/bridge"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/proc"
 )
 
 // Signals are delivered in the order received, each only once every stdin
@@ -154,8 +154,6 @@ type StdinBlocker interface {
 	StdinBlocked() bool
 }
 
-var _ StdinBlocker = (*bridge.Process)(nil)
-
 func stdinBlocked(p Process) bool {
 	b, ok := p.(StdinBlocker)
 	return ok && b.StdinBlocked()
@@ -164,7 +162,7 @@ func stdinBlocked(p Process) bool {
 // stdinFailure is the error answering a stdin write the process failed, or
 // nil when err is not such a failure but the server's own (1011).
 func stdinFailure(err error) *frames.Error {
-	if _, overflow := errors.AsType[*bridge.StdinOverflowError](err); overflow {
+	if _, overflow := errors.AsType[*proc.StdinOverflowError](err); overflow {
 		return nil // the server pushed past the window it granted
 	}
 	return &frames.Error{Code: frames.OperationFailed, Operation: opWriteStdin, Reason: "stdin_failed",
