@@ -67,11 +67,17 @@ func (p *Proxy) Cuts() int {
 
 // WaitCuts waits until Cuts() >= n or ctx ends.
 func (p *Proxy) WaitCuts(ctx context.Context, n int) error {
+	return p.waitFor(ctx, func() bool { return p.cuts >= n })
+}
+
+// waitFor waits until done, called with p.mu held, reports true, or ctx
+// ends; every change to the proxy's counts closes p.changed.
+func (p *Proxy) waitFor(ctx context.Context, done func() bool) error {
 	for {
 		p.mu.Lock()
-		done, ch := p.cuts >= n, p.changed
+		ok, ch := done(), p.changed
 		p.mu.Unlock()
-		if done {
+		if ok {
 			return nil
 		}
 		select {
@@ -137,19 +143,7 @@ func (p *Proxy) HoldAt(counts ...int64) {
 
 // WaitHolds waits until n counts of HoldAt were reached, or ctx ends.
 func (p *Proxy) WaitHolds(ctx context.Context, n int) error {
-	for {
-		p.mu.Lock()
-		done, ch := p.holdsDone >= n, p.changed
-		p.mu.Unlock()
-		if done {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return p.waitFor(ctx, func() bool { return p.holdsDone >= n })
 }
 
 // DropReplies makes the proxy discard (true) or forward again (false) the
