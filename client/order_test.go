@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"os"
 	"syscall"
 	"testing"
 
@@ -14,16 +15,17 @@ import (
 )
 
 // Write then Signal: the signal reaches the child after the line, every
-// time. The child checks, when the signal comes, that the line is already
-// in its stdin pipe (bash's read -t 0 does not wait). It waits for the
-// signal in the wait builtin, which a trapped signal interrupts; the
-// background sleep ignores SIGINT, as asynchronous commands do.
+// time. The child (this test binary, see signalOrderChild) checks, when the
+// signal comes, that the line is already in its stdin pipe.
 func TestSignalAfterStdin(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, server.Config{})
 	c := ctx(t)
-	p := open(t, e.url, req("bash", "-c",
-		`trap 'if read -t 0; then read -r l; echo "first $l"; else echo "signal first"; fi' INT; sleep 100000 & echo ready; while :; do wait $!; done`), nil)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	r := req(self)
+	r.Environment[childEnv] = "signal-order"
+	p := open(t, e.url, r, nil)
 	require.Equal(t, "ready\n", readLine(t, c, p.Stdout()))
 	for i := range 1000 {
 		_, err := p.Stdin().Write([]byte("quit\n"))
