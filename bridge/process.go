@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,7 +35,8 @@ type Process struct {
 	status    *bufio.Reader // on statusR
 	pidns     string        // ContainPIDNamespace: the namespace, as /proc/PID/ns/pid names it
 	startedAt time.Time
-	notify    chan struct{} // capacity 1; see Notify
+	notify    chan struct{}          // capacity 1; see Notify
+	onChange  atomic.Pointer[func()] // see OnChange
 
 	// Our ends of the child's pipes. Destroy closes all three; the stdin pump
 	// also closes stdinW (through closeStdinW) when it is done.
@@ -52,7 +54,10 @@ type Process struct {
 	inConsumed int64      // bytes written to the pipe or discarded after it failed
 	inFull     bool       // the pipe is full and queued bytes wait for the child to read
 	// inRaw is stdinW's, for PushStdin's direct writes; made by the first.
-	inRaw syscall.RawConn
+	inRaw   syscall.RawConn
+	inNowFd func(uintptr) bool // p.writeStdinNowFd, bound with inRaw
+	inNow   []byte             // writeStdinNowFd's argument
+	inNowN  int                // and result
 
 	outMu   sync.Mutex     // guards out and outStop; held while Stdout's fn runs
 	outCond *sync.Cond     // on outMu; wakes the stdout pump: room appeared, Destroy
@@ -282,8 +287,18 @@ func (p *Process) StartedAt() time.Time { return p.startedAt }
 // the attached session's writer, which re-reads the state after each value.
 func (p *Process) Notify() <-chan struct{} { return p.notify }
 
+// OnChange makes fn be called after every change that Notify would
+// announce, in place of a value on Notify, from the goroutine that made the
+// change, possibly with the process's locks held: fn must not block or
+// call the Process. It spares the consumer a goroutine hand-off.
+func (p *Process) OnChange(fn func()) { p.onChange.Store(&fn) }
+
 // changed signals Notify's consumer.
 func (p *Process) changed() {
+	if fn := p.onChange.Load(); fn != nil {
+		(*fn)()
+		return
+	}
 	select {
 	case p.notify <- struct{}{}:
 	default:
@@ -361,15 +376,21 @@ func (p *Process) writeStdinNowLocked(b []byte) int {
 			return 0
 		}
 		p.inRaw = rc
+		p.inNowFd = p.writeStdinNowFd // bound once: a closure per call would escape
 	}
-	n := 0
-	_ = p.inRaw.Write(func(fd uintptr) bool {
-		if k, err := syscall.Write(int(fd), b); err == nil {
-			n = k
-		}
-		return true // never wait: what the pipe refuses is queued
-	})
-	return n
+	p.inNow, p.inNowN = b, 0
+	_ = p.inRaw.Write(p.inNowFd)
+	p.inNow = nil
+	return p.inNowN
+}
+
+// writeStdinNowFd is writeStdinNowLocked's RawConn.Write callback, with
+// its argument and result in inNow and inNowN.
+func (p *Process) writeStdinNowFd(fd uintptr) bool {
+	if k, err := syscall.Write(int(fd), p.inNow); err == nil {
+		p.inNowN = k
+	}
+	return true // never wait: what the pipe refuses is queued
 }
 
 // CloseStdin half-closes stdin: the pump closes the child's pipe after the

@@ -20,7 +20,8 @@ type wsConn struct {
 	cancel context.CancelFunc // ends the context the connection was dialled with
 	dec    frames.Decoder
 	rbuf   []byte // used by the one reader
-	wbuf   []byte // used by the one writer
+	wbuf   []byte // used by whoever holds Process.wmu
+	werr   error  // a write failed; guarded by Process.wmu
 }
 
 // dial opens a connection to the server. ctx bounds the handshake only.
@@ -119,6 +120,19 @@ func (w *wsConn) writeMessage() error {
 		err = rerr
 	}
 	return err
+}
+
+// writeMessageNoWait sends wbuf as one text message without waiting on the
+// network: written false means part of it is pending in the coalescer
+// (see releaseNoWait). The coalescer must canTry.
+func (w *wsConn) writeMessageNoWait(ctx context.Context) (written bool, err error) {
+	w.co.hold()
+	err = w.ws.Write(ctx, websocket.MessageText, w.wbuf)
+	written, rerr := w.co.releaseNoWait()
+	if err == nil {
+		err = rerr
+	}
+	return written, err
 }
 
 // read returns the next frame. Its data is valid until the next read. A

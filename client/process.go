@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/procwire/procwire/frames"
@@ -53,6 +54,14 @@ type Process struct {
 	redial chan struct{}
 	// wake wakes the writer of the attached connection.
 	wake chan struct{}
+
+	// wmu is held by whoever writes the machine's frames to the attached
+	// connection: its writer goroutine, or a caller's goroutine sending
+	// its own stdin (see flush). dirty asks the holder to look again.
+	wmu   sync.Mutex
+	dirty atomic.Bool
+	cur   *wsConn   // the attached connection, or nil; guarded by wmu
+	out   outFrames // frames being encoded; guarded by wmu
 
 	mu sync.Mutex
 	// Everything below is guarded by mu.
@@ -439,10 +448,7 @@ func (p *Process) applyLocked(ev events) {
 		p.broadcastLocked()
 	}
 	if ev&evSend != 0 {
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
+		p.wakeWriter()
 	}
 	if ev&evEnd != 0 {
 		if p.m.err != nil && !isClosed(p.done) {

@@ -96,21 +96,29 @@ func (s *Stdin) Write(b []byte) (int, error) {
 func (s *Stdin) WriteContext(ctx context.Context, b []byte) (int, error) {
 	p := s.p
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	n := 0
 	for n < len(b) {
 		k, ev, err := p.m.write(b[n:])
 		if err != nil {
+			p.mu.Unlock()
 			return n, err
 		}
-		p.applyLocked(ev)
 		n += k
+		if ev&evSend != 0 && n < len(b) {
+			// More to write: the writer sends this part meanwhile.
+			p.applyLocked(ev)
+		} else {
+			p.applyLocked(ev &^ evSend)
+		}
 		if k == 0 {
 			if err := p.waitLocked(ctx); err != nil {
+				p.mu.Unlock()
 				return n, fmt.Errorf("procwire: write: %w", err)
 			}
 		}
 	}
+	p.mu.Unlock()
+	p.flush(ctx) // the last part, from this goroutine if the writer is idle
 	return n, nil
 }
 

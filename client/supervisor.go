@@ -73,6 +73,14 @@ func (p *Process) closedForGood(err error) events {
 // then closes it.
 func (p *Process) serve(ws *wsConn) error {
 	ctx, cancel := context.WithCancel(p.life)
+	p.wmu.Lock()
+	p.cur = ws
+	p.wmu.Unlock()
+	defer func() {
+		p.wmu.Lock()
+		p.cur = nil
+		p.wmu.Unlock()
+	}()
 	n := 2
 	errc := make(chan error, 3)
 	go func() { errc <- p.readLoop(ws) }()
@@ -130,29 +138,96 @@ func (p *Process) readLoop(ws *wsConn) error {
 	}
 }
 
-// writeLoop sends what the machine has to send, whenever woken.
+// writeLoop sends what the machine has to send, whenever woken, and what
+// a caller's flush left pending.
 func (p *Process) writeLoop(ctx context.Context, ws *wsConn) error {
-	var out outFrames
 	for {
-		for {
-			p.mu.Lock()
-			var ev events
-			ws.wbuf, ev = p.m.next(ws.wbuf[:0], &out)
-			p.applyLocked(ev)
-			p.mu.Unlock()
-			if len(ws.wbuf) == 0 {
-				break
-			}
+		p.wmu.Lock()
+		p.dirty.Store(false)
+		err := ws.werr
+		if err == nil {
 			// Closing the connection ends a blocked write (see readLoop).
-			if err := ws.writeMessage(); err != nil {
-				return fmt.Errorf("write: %w", err)
+			if err = ws.co.flushPending(); err == nil {
+				_, err = p.drainLocked(context.Background(), ws, true)
 			}
+		}
+		p.wmu.Unlock()
+		if err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		if p.dirty.Load() {
+			continue
 		}
 		select {
 		case <-p.wake:
 		case <-ctx.Done():
 			return nil
 		}
+	}
+}
+
+// drainLocked writes the machine's frames to ws until it has none. With
+// wait false it never blocks on the network: it stops at the first message
+// the socket did not take whole (done false), which is then pending for
+// the writer goroutine. It can still wait for a ping or pong another
+// goroutine is writing, which ctx bounds (by closing the connection, which
+// the supervisor resumes). p.wmu must be held.
+func (p *Process) drainLocked(ctx context.Context, ws *wsConn, wait bool) (done bool, err error) {
+	for {
+		p.mu.Lock()
+		var ev events
+		ws.wbuf, ev = p.m.next(ws.wbuf[:0], &p.out)
+		p.applyLocked(ev &^ evSend) // this loop sends until next has nothing
+		p.mu.Unlock()
+		if len(ws.wbuf) == 0 {
+			return true, nil
+		}
+		if wait {
+			err = ws.writeMessage()
+		} else {
+			done, err = ws.writeMessageNoWait(ctx)
+			if err == nil && !done {
+				return false, nil
+			}
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+}
+
+// flush sends the machine's frames from the calling goroutine when no one
+// else is writing and the socket takes them without waiting, sparing the
+// hand-off to the writer goroutine (a round trip's worth of latency for a
+// small stdin write); otherwise it leaves them to the writer. p.mu must
+// not be held.
+func (p *Process) flush(ctx context.Context) {
+	p.dirty.Store(true)
+	for p.dirty.Load() && p.wmu.TryLock() {
+		p.dirty.Store(false)
+		ws := p.cur
+		if ws == nil || ws.werr != nil || !ws.co.canTry() {
+			p.wmu.Unlock()
+			p.wakeWriter() // or the next connection's writer, which drains first
+			return
+		}
+		done, err := p.drainLocked(ctx, ws, false)
+		if err != nil {
+			ws.werr = err // the writer returns it, ending the connection
+		}
+		p.wmu.Unlock()
+		if !done {
+			p.wakeWriter()
+			return
+		}
+	}
+}
+
+// wakeWriter wakes the attached connection's writer goroutine.
+func (p *Process) wakeWriter() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
 }
 

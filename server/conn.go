@@ -81,8 +81,9 @@ type conn struct {
 	remote string       // the client's address (through trusted proxies)
 	log    *slog.Logger // with the remote address
 	route  routeHeaders // the upgrade's routing headers
-	// ctx is passed to every blocking WebSocket call; cancel drops the
-	// connection at once (no close handshake).
+	// ctx bounds the first frame's read; cancel drops the connection at
+	// once (no close handshake): it closes ws, which ends every blocking
+	// call on it.
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -115,6 +116,13 @@ type conn struct {
 	sess *session
 
 	// Owned by the writer goroutine (set before it starts).
+	view       stepView
+	viewStdout func(*replay.Buffer) // c.stdoutView
+	viewStderr func(*replay.Ring)   // c.stderrView
+	frame      struct {             // frames step encodes, kept to spare an allocation each
+		stdout frames.Stdout
+		stderr frames.Stderr
+	}
 	wbuf       []byte
 	hello      frames.Frame // opened or resumed, sent first
 	stderrSent int64
@@ -125,7 +133,7 @@ type conn struct {
 
 func newConn(s *Server, ws *websocket.Conn, remote string) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{
+	c := &conn{
 		srv:        s,
 		ws:         ws,
 		remote:     remote,
@@ -138,6 +146,8 @@ func newConn(s *Server, ws *websocket.Conn, remote string) *conn {
 		writerDone: make(chan struct{}),
 		hbDone:     make(chan struct{}),
 	}
+	c.viewStdout, c.viewStderr = c.stdoutView, c.stderrView
+	return c
 }
 
 // serve runs the connection to its end: the first frame, then the session.
@@ -154,6 +164,10 @@ func (c *conn) serve() {
 		close(c.hbDone)
 	}
 	st, attached := c.first()
+	// From here reads and writes take no context (a context with a Done
+	// channel costs an allocation and a registration per message); the
+	// connection's own context ends them by closing it.
+	context.AfterFunc(c.ctx, func() { _ = c.ws.CloseNow() })
 	go c.writeLoop(log)
 	if attached {
 		st = c.readLoop()
@@ -428,7 +442,7 @@ func (c *conn) cancelOnStop(cancel context.CancelFunc) (stopped func() bool) {
 // ends, and returns how it ends.
 func (c *conn) readLoop() closeStatus {
 	for {
-		f, st, ok := c.readFrame(c.ctx)
+		f, st, ok := c.readFrame(context.Background()) // c.ctx closes c.ws
 		if !ok {
 			return st
 		}

@@ -219,9 +219,10 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		cost:         cost,
 		gone:         make(chan struct{}),
 		pumpDone:     make(chan struct{}),
-		attached:     c,
 		recv:         credit.NewReceiver(int64(bcfg.StdinWindow)),
+		kick:         make(chan struct{}, 1),
 	}
+	se.setAttachedLocked(c) // not yet shared: no lock needed
 	if !cfg.NoCompression {
 		if frames.EncListHas(f.OutputEnc, frames.EncS2) {
 			se.outEnc = frames.EncS2
@@ -263,12 +264,15 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		// detached and destroyed like any process, so that the destroy
 		// waiting for it finds its tombstone (or the failed destroy keeps
 		// it reserved), and a later open with the key is refused.
-		se.attached = nil
+		se.setAttachedLocked(nil)
 	}
 	s.sessions[id] = se
 	s.instances[f.InstanceID] = se
 	s.wg.Add(1)
 	s.mu.Unlock()
+	if cn, ok := p.(ChangeNotifier); ok {
+		cn.OnChange(se.changed)
+	}
 	go func() {
 		defer s.wg.Done()
 		se.pump()
@@ -414,7 +418,7 @@ func (s *Server) takeOver(c *conn, se *session, op string, stdoutFrom, stderrFro
 	if old == nil {
 		detached = s.now().Sub(se.detachedAt)
 	}
-	se.attached = c
+	se.setAttachedLocked(c)
 	se.stopGraceLocked()
 	se.syncStdinLocked()
 	se.recv.Grant()
@@ -624,7 +628,7 @@ func (s *Server) retire(se *session, by *conn, expired bool) (*tombstone, error)
 	se.state = gone
 	close(se.settled)
 	att := se.attached
-	se.attached = nil
+	se.setAttachedLocked(nil)
 	se.mu.Unlock()
 	close(se.gone)
 

@@ -3,6 +3,7 @@ package server
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/procwire/procwire/credit"
@@ -45,11 +46,17 @@ type session struct {
 	gone     chan struct{} // closed once the session is retired
 	tomb     *tombstone    // set before gone is closed
 	pumpDone chan struct{} // closed when pump returns
+	kick     chan struct{} // capacity 1: signals may be deliverable (see changed)
+
+	// att mirrors attached for changed, which must not take mu; sigWaiting
+	// is set while sigq holds a signal.
+	att        atomic.Pointer[conn]
+	sigWaiting atomic.Bool
 
 	mu          sync.Mutex
 	state       sessionState
 	settled     chan struct{}    // while destroying: closed when the attempt ends, whatever its result
-	attached    *conn            // the connection serving the process, or nil when detached
+	attached    *conn            // the connection serving the process, or nil when detached; set with setAttachedLocked
 	recv        *credit.Receiver // stdin credit
 	stdinClosed bool             // stdin_close was received
 	stdinFailed bool             // the process failed a stdin write: stdin is discarded from then on
@@ -62,16 +69,57 @@ type session struct {
 	graceGen    uint64          // bumped on every attach, so a stale timer does nothing
 }
 
-// pump is the single consumer of the process's Notify channel: it forwards
-// every notification to whichever connection is attached, so that a
-// connection replaced by a resume cannot swallow a wakeup meant for its
-// successor. It returns when the session is retired.
+// ChangeNotifier is implemented by a Process that can call a function on
+// each change it would otherwise announce on Notify (*bridge.Process
+// does). The server registers one right after Start: it wakes the attached
+// connection's writer from the goroutine that made the change, which
+// spares a goroutine hand-off on every stdout chunk and every echo.
+type ChangeNotifier interface {
+	// OnChange makes fn be called after every change, in place of a value
+	// on Notify. fn does not block and takes no lock of the process's, so
+	// it may be called with them held; changes before OnChange returns may
+	// still be announced on Notify.
+	OnChange(fn func())
+}
+
+// setAttachedLocked makes c (or nil) the attached connection. s.mu must be
+// held, unless s is not yet shared.
+func (s *session) setAttachedLocked(c *conn) {
+	s.attached = c
+	s.att.Store(c)
+}
+
+// changed is the ChangeNotifier callback: it wakes the attached
+// connection's writer, and the pump when a signal waits for stdin to be
+// consumed. It takes no lock (the process may hold its own): a connection
+// replaced by a resume may get the wakeup meant for its successor, but the
+// successor's writer steps once after it attached, so nothing it must send
+// waits for a wakeup that went astray.
+func (s *session) changed() {
+	if c := s.att.Load(); c != nil {
+		c.wakeUp()
+	}
+	if s.sigWaiting.Load() {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pump forwards the process's Notify values to whichever connection is
+// attached, so that a connection replaced by a resume cannot swallow a
+// wakeup meant for its successor, and delivers the signals that waited for
+// stdin. With a ChangeNotifier, Notify falls silent and pump wakes only
+// for those signals (kick) and the exit. It returns when the session is
+// retired.
 func (s *session) pump() {
 	defer close(s.pumpDone)
 	done := s.p.Done()
 	for {
 		select {
 		case <-s.p.Notify():
+		case <-s.kick:
 		case <-done:
 			done = nil
 			st, _ := s.p.Exit()
@@ -161,7 +209,7 @@ func (s *session) detach(c *conn) {
 	if s.attached != c || s.state != live {
 		return
 	}
-	s.attached = nil
+	s.setAttachedLocked(nil)
 	s.detachedAt = s.srv.now()
 	s.armGraceLocked()
 	s.log.Info("process detached", "grace", s.srv.cfg.Grace)

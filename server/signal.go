@@ -97,6 +97,9 @@ func (s *session) recordLocked(id int64) (signalRecord, bool) {
 // consumed, in order, and answers them. After the exit nothing waits: the
 // answer is already_exited. s.mu must be held.
 func (s *session) deliverSignalsLocked() {
+	// Set before the stdin counts are read: a change the process makes
+	// after this reading sees the flag and kicks the pump.
+	s.sigWaiting.Store(len(s.sigq) > 0)
 	for len(s.sigq) > 0 {
 		ps := s.sigq[0]
 		_, exited := s.p.Exit()
@@ -111,6 +114,7 @@ func (s *session) deliverSignalsLocked() {
 		}
 	}
 	s.sigq = nil // let a drained queue's array go
+	s.sigWaiting.Store(false)
 }
 
 // deliverLocked sends the signal of id once and records its answer.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -149,25 +150,10 @@ func (c *conn) step() (progressed bool, err error) {
 	exit, exited := se.p.Exit()
 
 	sent := c.stdoutSent.Load()
-	var (
-		n        int
-		eofOff   int64
-		eof      bool
-		sliceErr error
-	)
-	se.p.Stdout(func(b *replay.Buffer) {
-		eofOff, eof = b.EOF()
-		// One frame per contiguous segment: the ring's wrap point ends a
-		// frame, so bytes are encoded straight from the view.
-		a, _, err := b.Slice(sent, maxData)
-		if err != nil {
-			sliceErr = err
-			return
-		}
-		if n = len(a); n > 0 {
-			c.wbuf = frames.Append(c.wbuf[:0], &frames.Stdout{Off: sent, Data: a, Enc: se.outEnc})
-		}
-	})
+	v := &c.view
+	v.from, v.max, v.enc = sent, maxData, se.outEnc
+	se.p.Stdout(c.viewStdout)
+	n, eofOff, eof, sliceErr := v.n, v.eofOff, v.eof, v.err
 	switch {
 	case sliceErr != nil && c.stopping():
 		// Replaced by a resume whose client acked past what this
@@ -194,19 +180,10 @@ func (c *conn) step() (progressed bool, err error) {
 
 	// All the stderr held now (at most the ring, so a flood cannot starve
 	// stdout), so that an exit sent below follows the stderr before it.
-	for errEnd := int64(-1); errEnd < 0 || c.stderrSent < errEnd; {
-		var from int64
-		n = 0
-		se.p.Stderr(func(r *replay.Ring) {
-			if errEnd < 0 {
-				errEnd = r.End()
-			}
-			var a []byte
-			a, _, from = r.Slice(c.stderrSent, maxData)
-			if n = len(a); n > 0 {
-				c.wbuf = frames.Append(c.wbuf[:0], &frames.Stderr{Off: from, Data: a, Enc: se.outEnc})
-			}
-		})
+	for v.end = -1; v.end < 0 || c.stderrSent < v.end; {
+		v.from = c.stderrSent
+		se.p.Stderr(c.viewStderr)
+		n, from := v.n, v.from
 		if n == 0 {
 			break
 		}
@@ -247,6 +224,55 @@ func (c *conn) step() (progressed bool, err error) {
 	return progressed, nil
 }
 
+// stepView carries step's arguments into, and its results out of, the
+// views of the process's buffers, which run as callbacks under the
+// process's locks. The callbacks are method values bound once per
+// connection: a closure would escape to the heap on every step.
+type stepView struct {
+	from   int64  // in: the offset to read from; stderr out: where the bytes read start
+	max    int    // in: max_data
+	enc    string // in: the payload encoding
+	n      int    // out: bytes encoded into wbuf
+	eofOff int64  // stdout out: the EOF offset, when eof
+	eof    bool
+	err    error // stdout out: the slice failed
+	end    int64 // stderr: the ring's end at the first view, or -1
+}
+
+// stdoutView encodes a stdout frame from c.view.from into wbuf, one frame
+// per contiguous segment: the ring's wrap point ends a frame, so bytes are
+// encoded straight from the view.
+func (c *conn) stdoutView(b *replay.Buffer) {
+	v := &c.view
+	v.n, v.err = 0, nil
+	v.eofOff, v.eof = b.EOF()
+	a, _, err := b.Slice(v.from, v.max)
+	if err != nil {
+		v.err = err
+		return
+	}
+	if v.n = len(a); v.n > 0 {
+		c.frame.stdout = frames.Stdout{Off: v.from, Data: a, Enc: v.enc}
+		c.wbuf = frames.Append(c.wbuf[:0], &c.frame.stdout)
+		c.frame.stdout.Data = nil
+	}
+}
+
+// stderrView encodes a stderr frame from c.view.from into wbuf.
+func (c *conn) stderrView(r *replay.Ring) {
+	v := &c.view
+	if v.end < 0 {
+		v.end = r.End()
+	}
+	var a []byte
+	a, _, v.from = r.Slice(v.from, v.max)
+	if v.n = len(a); v.n > 0 {
+		c.frame.stderr = frames.Stderr{Off: v.from, Data: a, Enc: v.enc}
+		c.wbuf = frames.Append(c.wbuf[:0], &c.frame.stderr)
+		c.frame.stderr.Data = nil
+	}
+}
+
 // write encodes f into the reused buffer and sends it as one message.
 func (c *conn) write(f frames.Frame) error {
 	c.wbuf = frames.Append(c.wbuf[:0], f)
@@ -255,5 +281,5 @@ func (c *conn) write(f frames.Frame) error {
 
 // writeBuffered sends the frame encoded in wbuf.
 func (c *conn) writeBuffered() error {
-	return c.ws.Write(c.ctx, websocket.MessageText, c.wbuf)
+	return c.ws.Write(context.Background(), websocket.MessageText, c.wbuf) // c.ctx closes c.ws
 }

@@ -42,12 +42,13 @@ func main() {
 	sessions := flag.Int("sessions", 200, "concurrent sessions")
 	perSession := flag.Int("rt", 100, "64-byte round trips per session")
 	svg := flag.String("svg", "bench/results.svg", "SVG chart to write (empty: none)")
+	only := flag.String("only", "", "comma-separated workloads to run (stdout, stdin, echo, request/response, sessions); empty: all")
 	flag.Parse()
 	if _, err := bench.RaiseFDLimit(0); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
-	ms, err := run(*rounds, *sizeMiB<<20, *echoes, *lines, *sessions, *perSession)
+	ms, err := run(*rounds, *sizeMiB<<20, *echoes, *lines, *sessions, *perSession, *only)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
@@ -66,11 +67,12 @@ func main() {
 // workload runs once against one peer and records its figures into the
 // metrics, at [round][peer].
 type workload struct {
-	name string
-	run  func(ctx context.Context, p bench.Peer, round, peer int) error
+	name    string
+	metrics []*metric // what it records
+	run     func(ctx context.Context, p bench.Peer, round, peer int) error
 }
 
-func run(rounds int, size int64, echoes, lines, sessions, perSession int) ([]*metric, error) {
+func run(rounds int, size int64, echoes, lines, sessions, perSession int, only string) ([]*metric, error) {
 	peers, err := bench.NewPeers()
 	if err != nil {
 		return nil, err
@@ -96,19 +98,19 @@ func run(rounds int, size int64, echoes, lines, sessions, perSession int) ([]*me
 	cpu := &metric{name: fmt.Sprintf("%d sessions, CPU per round trip", sessions), unit: "µs"}
 	ms := []*metric{stdout, stdoutCPU, stdin, stdinCPU, p50, p99, echoCPU, acp, acpCPU, rts, rtp99, cpu}
 	workloads := []workload{
-		{"stdout", func(ctx context.Context, p bench.Peer, r, i int) error {
+		{"stdout", []*metric{stdout, stdoutCPU}, func(ctx context.Context, p bench.Peer, r, i int) error {
 			c := bench.CPUTime()
 			d, err := bench.StdoutBulk(ctx, p, size)
 			stdout.values[r][i], stdoutCPU.values[r][i] = mb/d.Seconds(), us(bench.CPUTime()-c)/mib
 			return err
 		}},
-		{"stdin", func(ctx context.Context, p bench.Peer, r, i int) error {
+		{"stdin", []*metric{stdin, stdinCPU}, func(ctx context.Context, p bench.Peer, r, i int) error {
 			c := bench.CPUTime()
 			d, err := bench.StdinBulk(ctx, p, size)
 			stdin.values[r][i], stdinCPU.values[r][i] = mb/d.Seconds(), us(bench.CPUTime()-c)/mib
 			return err
 		}},
-		{"echo", func(ctx context.Context, p bench.Peer, r, i int) error {
+		{"echo", []*metric{p50, p99, echoCPU}, func(ctx context.Context, p bench.Peer, r, i int) error {
 			c := bench.CPUTime()
 			s, err := bench.Echo(ctx, p, echoes)
 			if err == nil {
@@ -119,13 +121,13 @@ func run(rounds int, size int64, echoes, lines, sessions, perSession int) ([]*me
 			}
 			return err
 		}},
-		{"request/response", func(ctx context.Context, p bench.Peer, r, i int) error {
+		{"request/response", []*metric{acp, acpCPU}, func(ctx context.Context, p bench.Peer, r, i int) error {
 			c := bench.CPUTime()
 			d, err := bench.RequestResponse(ctx, p, lines)
 			acp.values[r][i], acpCPU.values[r][i] = float64(lines)/d.Seconds(), us(bench.CPUTime()-c)/float64(lines)
 			return err
 		}},
-		{"sessions", func(ctx context.Context, p bench.Peer, r, i int) error {
+		{"sessions", []*metric{rts, rtp99, cpu}, func(ctx context.Context, p bench.Peer, r, i int) error {
 			res, err := bench.Sessions(ctx, p, sessions, perSession)
 			if err == nil {
 				rts.values[r][i] = res.RTPerSecond()
@@ -134,6 +136,17 @@ func run(rounds int, size int64, echoes, lines, sessions, perSession int) ([]*me
 			}
 			return err
 		}},
+	}
+	if only != "" {
+		keep := strings.Split(only, ",")
+		workloads = slices.DeleteFunc(workloads, func(w workload) bool { return !slices.Contains(keep, w.name) })
+		if len(workloads) == 0 {
+			return nil, fmt.Errorf("-only %q names no workload", only)
+		}
+		ms = nil
+		for _, w := range workloads {
+			ms = append(ms, w.metrics...)
+		}
 	}
 	// Each workload runs on the three peers back to back, in an order
 	// that rotates every round, so that a round's ratios compare figures
