@@ -1,19 +1,23 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/procwire/procwire/client"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/server"
 )
 
@@ -141,4 +145,81 @@ func liveGroup(t *testing.T, pgid int) []int {
 		pids = append(pids, pid)
 	}
 	return pids
+}
+
+// stubbornExecutor's processes fail their first Destroy, as when a member
+// of the containment outlived SIGKILL's bound.
+type stubbornExecutor struct{ server.Executor }
+
+func (f stubbornExecutor) Start(ctx context.Context, req proc.Request, cfg proc.Config) (server.Process, error) {
+	p, err := f.Executor.Start(ctx, req, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &stubborn{Process: p}, nil
+}
+
+type stubborn struct {
+	server.Process
+	tries atomic.Int32
+}
+
+func (s *stubborn) Destroy() error {
+	if s.tries.Add(1) == 1 {
+		return &proc.SurvivorsError{Containment: "process group 1", Wait: time.Second, Count: 1,
+			Survivors: []proc.Survivor{{Pid: 2, Command: "stubborn"}}}
+	}
+	return s.Process.Destroy()
+}
+
+// A destroy the server could not complete returns its error at once (not
+// after DestroyTimeout), the handle stays usable, and Destroy again tries
+// again on the same connection and settles.
+func TestDestroyFailsThenRetries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, server.Config{Executor: stubbornExecutor{server.BridgeExecutor{}}})
+	c := ctx(t)
+	p := open(t, e.purl, req("cat"), &client.Options{DestroyTimeout: time.Minute})
+	start := time.Now()
+	err := p.Destroy(c)
+	var re *client.RemoteError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "destroy_process", re.Frame.Operation)
+	require.Equal(t, "processes_survived", re.Frame.Reason)
+	require.Less(t, time.Since(start), 30*time.Second, "the error, not DestroyTimeout")
+
+	// The process still runs, and the handle still drives it.
+	_, err = p.Stdin().Write([]byte("still here\n"))
+	require.NoError(t, err)
+	require.Equal(t, "still here\n", readLine(t, c, p.Stdout()))
+
+	require.NoError(t, p.Destroy(c))
+	require.NoError(t, p.Destroy(c), "settled: idempotent")
+	require.Equal(t, 1, e.proxy.Accepted(), "one connection")
+	require.Empty(t, e.srv.Stats().Processes)
+}
+
+// The same when the destroy goes out as the first frame of a new
+// connection (the old one was lost): the error returns, the handle resumes
+// the process, which still runs, and Destroy again settles.
+func TestDestroyFailsOnANewConnection(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, server.Config{Executor: stubbornExecutor{server.BridgeExecutor{}}})
+	c := ctx(t)
+	p := open(t, e.purl, req("cat"), &client.Options{DestroyTimeout: time.Minute,
+		ReconnectMin: 2 * time.Millisecond, ReconnectMax: 50 * time.Millisecond})
+	e.proxy.Refuse(true)
+	e.proxy.CutAll()
+	errc := make(chan error, 1)
+	go func() { errc <- p.Destroy(c) }()
+	e.proxy.Refuse(false)
+	var re *client.RemoteError
+	require.ErrorAs(t, <-errc, &re)
+	require.Equal(t, "processes_survived", re.Frame.Reason)
+
+	_, err := p.Stdin().Write([]byte("resumed\n"))
+	require.NoError(t, err)
+	require.Equal(t, "resumed\n", readLine(t, c, p.Stdout()))
+	require.NoError(t, p.Destroy(c))
+	require.Empty(t, e.srv.Stats().Processes)
 }

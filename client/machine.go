@@ -52,6 +52,7 @@ const (
 	evWake events = 1 << iota // a blocked call may proceed: wake the waiters
 	evSend                    // a frame may be ready: wake the writer
 	evEnd                     // the handle has just ended or settled
+	evTried                   // a destroy attempt failed and may be retried
 )
 
 // link is what was sent on the attached connection.
@@ -82,6 +83,8 @@ type machine struct {
 	st         state
 	err        error // why the handle ended; set once, with st failed, left or destroyed
 	destroyErr error // how the destroy settled, once st is destroyed
+	preDestroy state // the state Destroy found, restored when an attempt fails
+	triedErr   error // the last failed destroy attempt's answer
 
 	// Set by newMachine, read-only afterwards.
 	instanceID  string
@@ -311,8 +314,28 @@ func (m *machine) destroy(now time.Time) events {
 	if m.expired(now) {
 		return m.settleDestroy(fmt.Errorf("%w: no connection for the %v grace", ErrExpired, m.grace))
 	}
-	m.st = stateDestroying
+	m.preDestroy, m.st = m.st, stateDestroying
 	return evWake | evSend
+}
+
+// retryableDestroy reports whether f answers a destroy that freed nothing
+// and may be tried again (PROTOCOL.md §4.5): something of the process
+// outlived the server's destroy, or its teardown failed.
+func retryableDestroy(f *frames.Error) bool {
+	return f.Operation == "destroy_process" && f.Code == frames.OperationFailed
+}
+
+// destroyFailed records a destroy attempt the server answered with a
+// retryable error: the process still runs and the handle is as Destroy
+// found it; the call that asked returns the error, and a later one tries
+// again.
+func (m *machine) destroyFailed(re *RemoteError) events {
+	if m.st != stateDestroying {
+		return 0
+	}
+	m.st, m.triedErr = m.preDestroy, re
+	m.out.destroySent = false
+	return evWake | evTried
 }
 
 // expired reports whether the grace ran out with no connection attached.
@@ -465,6 +488,8 @@ func (m *machine) remoteError(f *frames.Error) (events, error) {
 			m.stdinErr = re
 		}
 		return evWake, nil
+	case retryableDestroy(f) && m.st == stateDestroying:
+		return m.destroyFailed(re), nil
 	}
 	return 0, re
 }

@@ -68,6 +68,7 @@ type Process struct {
 
 	m       *machine
 	changed chan struct{} // closed on every change a blocked call may wait for; nil when nobody waits
+	tried   chan struct{} // closed when a destroy attempt fails (evTried), then replaced
 
 	testHookBlocked func() // called when a call is about to block
 	testHookFrame   func() // called after each frame of a session was handled
@@ -335,6 +336,12 @@ func (p *Process) Signal(ctx context.Context, sig frames.SignalName) (delivered 
 // then repeated on a new connection). It returns nil once the server said
 // the process is destroyed, or a *RemoteError if the server refused.
 //
+// When the server could not end the process (something of it outlived the
+// server's destroy bound: a *RemoteError with operation destroy_process and
+// reason processes_survived, destroy_timeout or destroy_failed), nothing is
+// settled: the process still runs, the handle goes on driving it, and a
+// later Destroy tries again.
+//
 // Destroy is bounded by Options.DestroyTimeout whatever ctx: when the grace
 // ran out with no connection it settles at once with ErrExpired (the server
 // destroys a process nobody resumed), and when the server gives no answer in
@@ -351,6 +358,10 @@ func (p *Process) Destroy(ctx context.Context) error {
 		p.mu.Unlock()
 		return ErrDetached
 	}
+	if p.tried == nil {
+		p.tried = make(chan struct{})
+	}
+	tried := p.tried
 	select { // cut a reconnection backoff short
 	case p.redial <- struct{}{}:
 	default:
@@ -360,6 +371,12 @@ func (p *Process) Destroy(ctx context.Context) error {
 
 	select {
 	case <-p.destroyDone:
+	case <-tried:
+		// The server destroyed nothing (something survived): the process
+		// and the handle go on, and a later Destroy tries again.
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.m.triedErr
 	case <-p.superDone:
 		// The supervisor has stopped without settling the destroy: it is
 		// done on a connection of our own.
@@ -449,6 +466,10 @@ func (p *Process) applyLocked(ev events) {
 	}
 	if ev&evSend != 0 {
 		p.wakeWriter()
+	}
+	if ev&evTried != 0 && p.tried != nil {
+		close(p.tried)
+		p.tried = nil
 	}
 	if ev&evEnd != 0 {
 		if p.m.err != nil && !isClosed(p.done) {

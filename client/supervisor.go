@@ -286,8 +286,12 @@ func (p *Process) reconnect(b *backoff) *wsConn {
 		}
 		p.mu.Lock()
 		var ev events
+		var re *RemoteError
 		switch {
 		case errors.Is(err, errStop):
+		case errors.As(err, &re) && retryableDestroy(&re.Frame):
+			// The Destroy that asked has its answer; resume the process,
+			// which still runs.
 		case isFinal(err):
 			ev = p.m.end(err)
 		default:
@@ -354,7 +358,11 @@ func (p *Process) destroyVia(ctx context.Context, ws *wsConn, d *frames.Destroy)
 	var re *RemoteError
 	if err == nil || errors.As(err, &re) {
 		p.mu.Lock()
-		p.applyLocked(p.m.settleDestroy(err))
+		if re != nil && retryableDestroy(&re.Frame) {
+			p.applyLocked(p.m.destroyFailed(re))
+		} else {
+			p.applyLocked(p.m.settleDestroy(err))
+		}
 		p.mu.Unlock()
 	}
 	return err
