@@ -49,10 +49,10 @@ const (
 type events uint8
 
 const (
-	evWake events = 1 << iota // a blocked call may proceed: wake the waiters
-	evSend                    // a frame may be ready: wake the writer
-	evEnd                     // the handle has just ended or settled
-	evTried                   // a destroy attempt failed and may be retried
+	evWake  events = 1 << iota // a blocked call may proceed: wake the waiters
+	evSend                     // a frame may be ready: wake the writer
+	evEnd                      // the handle has just ended or settled
+	evTried                    // a destroy attempt failed and may be retried
 )
 
 // link is what was sent on the attached connection.
