@@ -360,8 +360,12 @@ func (c *conn) readFrame(ctx context.Context) (f frames.Frame, st closeStatus, o
 // readFailure describes a connection whose read failed.
 func readFailure(err error) closeStatus {
 	if errors.Is(err, websocket.ErrMessageTooBig) {
-		// The library has already sent close 1009.
-		return closeStatus{code: websocket.StatusMessageTooBig, reason: "message too big", abrupt: true}
+		// The library has already sent close 1009. Not abrupt: the rest
+		// of the message is still arriving, and closing the socket with
+		// it unread would reset the connection, which can destroy the
+		// close frame before the peer reads it. The close handshake
+		// reads and discards it (bounded by the library's 5 s).
+		return closeStatus{code: websocket.StatusMessageTooBig, reason: "message too big"}
 	}
 	if code := websocket.CloseStatus(err); code != -1 {
 		return closeStatus{code: code, reason: "closed by peer", abrupt: true}
