@@ -2,7 +2,11 @@
 
 package bridge
 
-import "time"
+import (
+	"time"
+
+	"github.com/procwire/procwire/proc"
+)
 
 // waitChild is the one goroutine that waits for the child. It observes the
 // exit without reaping (so the group id stays ours), publishes it when stdout
@@ -37,7 +41,7 @@ wait:
 	p.published = true
 	close(p.done)
 	p.mu.Unlock()
-	p.changed()
+	p.changed(proc.ChangeExit)
 
 	<-p.destroyCh
 	// Only now that Destroy killed the containment may the leader, whose

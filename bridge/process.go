@@ -35,8 +35,8 @@ type Process struct {
 	status    *bufio.Reader // on statusR
 	pidns     string        // ContainPIDNamespace: the namespace, as /proc/PID/ns/pid names it
 	startedAt time.Time
-	notify    chan struct{}          // capacity 1; see Notify
-	onChange  atomic.Pointer[func()] // see OnChange
+	notify    chan struct{}                     // capacity 1; see Notify
+	onChange  atomic.Pointer[func(proc.Change)] // see OnChange
 
 	// Our ends of the child's pipes. Destroy closes all three; the stdin pump
 	// also closes stdinW (through closeStdinW) when it is done.
@@ -290,13 +290,14 @@ func (p *Process) Notify() <-chan struct{} { return p.notify }
 // OnChange makes fn be called after every change that Notify would
 // announce, in place of a value on Notify, from the goroutine that made the
 // change, possibly with the process's locks held: fn must not block or
-// call the Process. It spares the consumer a goroutine hand-off.
-func (p *Process) OnChange(fn func()) { p.onChange.Store(&fn) }
+// call the Process. It spares the consumer a goroutine hand-off, and says
+// what changed.
+func (p *Process) OnChange(fn func(proc.Change)) { p.onChange.Store(&fn) }
 
 // changed signals Notify's consumer.
-func (p *Process) changed() {
+func (p *Process) changed(what proc.Change) {
 	if fn := p.onChange.Load(); fn != nil {
-		(*fn)()
+		(*fn)(what)
 		return
 	}
 	select {
@@ -346,7 +347,7 @@ func (p *Process) PushStdin(b []byte) error {
 		return &StdinOverflowError{Queued: p.inQ.len(), Pushed: len(b), Window: p.cfg.StdinWindow}
 	case p.inBroken:
 		p.inConsumed += int64(len(b))
-		p.changed()
+		p.changed(proc.ChangeStdinPushed)
 		return nil
 	}
 	if p.inQ.len() == 0 {
@@ -354,7 +355,7 @@ func (p *Process) PushStdin(b []byte) error {
 		// takes now ourselves, and spare the hand-off to the pump.
 		if n := p.writeStdinNowLocked(b); n > 0 {
 			p.inConsumed += int64(n)
-			p.changed()
+			p.changed(proc.ChangeStdinPushed)
 			if b = b[n:]; len(b) == 0 {
 				return nil
 			}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/procwire/procwire/internal/chunk"
+	"github.com/procwire/procwire/proc"
 )
 
 // ioChunk bounds one read from stdout or stderr and one write to stdin, so
@@ -90,7 +91,7 @@ func (p *Process) pumpStdout() {
 			panic(fmt.Sprintf("bridge: stdout buffer took %d of %d bytes with %d room", m, len(b), p.out.Room()+m))
 		}
 		p.outMu.Unlock()
-		p.changed()
+		p.changed(proc.ChangeOutput)
 	})
 	if err != nil {
 		return // only a nil *os.File has none
@@ -122,7 +123,7 @@ func (p *Process) pumpStdout() {
 			}
 			p.outMu.Unlock()
 			if !stopped {
-				p.changed()
+				p.changed(proc.ChangeOutput)
 			}
 		}
 		if err != nil {
@@ -140,7 +141,7 @@ func (p *Process) pumpStderr() {
 		p.errMu.Lock()
 		_, _ = p.errRing.Write(b) // never fails: overwrites the oldest
 		p.errMu.Unlock()
-		p.changed()
+		p.changed(proc.ChangeOutput)
 	})
 	if err != nil {
 		return // only a nil *os.File has none
@@ -193,7 +194,7 @@ func (p *Process) pumpStdin() {
 			p.inConsumed += int64(p.inQ.len())
 			p.inQ.discard(p.inQ.len())
 			p.inMu.Unlock()
-			p.changed()
+			p.changed(proc.ChangeStdin)
 			return
 		}
 	}
@@ -238,6 +239,6 @@ func (p *Process) stdinWrote(n int, full bool) {
 	p.inFull = full
 	p.inMu.Unlock()
 	if changed {
-		p.changed()
+		p.changed(proc.ChangeStdin)
 	}
 }

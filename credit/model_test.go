@@ -101,8 +101,10 @@ func runCredit(t testing.TB, o ops) {
 			next, quarter := addSat(m.consumed, m.window), max(m.window/4, 1)
 			wantOK := next > m.announced && (next-m.announced >= quarter ||
 				m.consumed == m.received && m.announced-m.received < quarter)
+			eq(t, "Due", r.Due(), wantOK)
 			limit, ok := r.Grant()
 			eq(t, "Grant ok", ok, wantOK)
+			eq(t, "Due after Grant", r.Due(), false)
 			if wantOK {
 				m.announced = next
 				m.grants = append(m.grants, next)

@@ -76,13 +76,25 @@ func (r *Receiver) Consume(n int64) {
 // When ok is true the caller must announce limit; Grant has recorded it as
 // announced. When ok is false, limit is the limit already announced.
 func (r *Receiver) Grant() (limit int64, ok bool) {
-	next := r.window + min(r.consumed, math.MaxInt64-r.window)
-	grow := next - r.limit
-	quarter := max(r.window/4, 1)
-	starving := r.consumed == r.received && r.limit-r.received < quarter
-	if grow <= 0 || (grow < quarter && !starving) {
+	next, due := r.due()
+	if !due {
 		return r.limit, false
 	}
 	r.limit = next
 	return next, true
+}
+
+// Due reports whether Grant would announce more credit now, without
+// recording anything.
+func (r *Receiver) Due() bool {
+	_, due := r.due()
+	return due
+}
+
+func (r *Receiver) due() (next int64, ok bool) {
+	next = r.window + min(r.consumed, math.MaxInt64-r.window)
+	grow := next - r.limit
+	quarter := max(r.window/4, 1)
+	starving := r.consumed == r.received && r.limit-r.received < quarter
+	return next, grow > 0 && (grow >= quarter || starving)
 }

@@ -528,14 +528,22 @@ func (c *conn) stdin(f *frames.Stdin) (closeStatus, bool) {
 	}
 	err := se.p.PushStdin(f.Data)
 	var answer *frames.Error
+	grant := false
 	if err != nil {
 		if answer = stdinFailure(err); answer != nil {
 			se.failStdinLocked(err)
 		}
+	} else {
+		// What PushStdin wrote itself woke no one (session.changed).
+		se.syncStdinLocked()
+		grant = se.recv.Due()
 	}
 	se.mu.Unlock()
 	switch {
 	case err == nil:
+		if grant {
+			c.wakeUp()
+		}
 	case answer == nil:
 		se.log.Error("push stdin", "err", err)
 		return internalStatus("push stdin: %v", err), true

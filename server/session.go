@@ -8,6 +8,7 @@ import (
 
 	"github.com/procwire/procwire/credit"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
 
@@ -76,10 +77,10 @@ type session struct {
 // spares a goroutine hand-off on every stdout chunk and every echo.
 type ChangeNotifier interface {
 	// OnChange makes fn be called after every change, in place of a value
-	// on Notify. fn does not block and takes no lock of the process's, so
-	// it may be called with them held; changes before OnChange returns may
-	// still be announced on Notify.
-	OnChange(fn func())
+	// on Notify, saying what changed. fn does not block and takes no lock
+	// of the process's, so it may be called with them held; changes before
+	// OnChange returns may still be announced on Notify.
+	OnChange(fn func(proc.Change))
 }
 
 // setAttachedLocked makes c (or nil) the attached connection. s.mu must be
@@ -94,10 +95,15 @@ func (s *session) setAttachedLocked(c *conn) {
 // consumed. It takes no lock (the process may hold its own): a connection
 // replaced by a resume may get the wakeup meant for its successor, but the
 // successor's writer steps once after it attached, so nothing it must send
-// waits for a wakeup that went astray.
-func (s *session) changed() {
-	if c := s.att.Load(); c != nil {
-		c.wakeUp()
+// waits for a wakeup that went astray. Stdin that a PushStdin call wrote
+// itself wakes no one: the reader that pushed it wakes the writer when a
+// credit grant is due (conn.stdin), which spares a futile wakeup on every
+// interactive write.
+func (s *session) changed(what proc.Change) {
+	if what&^proc.ChangeStdinPushed != 0 {
+		if c := s.att.Load(); c != nil {
+			c.wakeUp()
+		}
 	}
 	if s.sigWaiting.Load() {
 		select {
