@@ -11,13 +11,14 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/coalesce"
 )
 
 // wsConn is one WebSocket connection with its framing buffers.
 type wsConn struct {
 	ws     *websocket.Conn
-	co     *coalescer         // batches a message's writes; nil: not ours to batch
-	cancel context.CancelFunc // ends the context the connection was dialled with
+	co     *coalesce.Coalescer // batches a message's writes; nil: not ours to batch
+	cancel context.CancelFunc  // ends the context the connection was dialled with
 	dec    frames.Decoder
 	rbuf   []byte // used by the one reader
 	wbuf   []byte // used by whoever holds Process.wmu
@@ -114,9 +115,9 @@ func (w *wsConn) write(ctx context.Context, f frames.Frame) error {
 // held bytes are written after ws.Write returned, where a context could no
 // longer end them; closing the connection does.
 func (w *wsConn) writeMessage() error {
-	w.co.hold()
+	w.co.Hold()
 	err := w.ws.Write(context.Background(), websocket.MessageText, w.wbuf)
-	if rerr := w.co.release(); err == nil {
+	if rerr := w.co.Release(); err == nil {
 		err = rerr
 	}
 	return err
@@ -124,11 +125,11 @@ func (w *wsConn) writeMessage() error {
 
 // writeMessageNoWait sends wbuf as one text message without waiting on the
 // network: written false means part of it is pending in the coalescer
-// (see releaseNoWait). The coalescer must canTry.
+// (see coalesce.Coalescer.ReleaseNoWait). The coalescer must CanTry.
 func (w *wsConn) writeMessageNoWait(ctx context.Context) (written bool, err error) {
-	w.co.hold()
+	w.co.Hold()
 	err = w.ws.Write(ctx, websocket.MessageText, w.wbuf)
-	written, rerr := w.co.releaseNoWait()
+	written, rerr := w.co.ReleaseNoWait()
 	if err == nil {
 		err = rerr
 	}

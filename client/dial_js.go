@@ -9,12 +9,13 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/coalesce"
 )
 
 // dialOptions on js/wasm: the browser's WebSocket sends no headers of the
 // caller's (withDefaults refuses a Token there), so proxies cannot route on
 // Procwire-Instance and Options.HTTPClient and HTTPHeader are not used.
-func (p *Process) dialOptions(ctx context.Context, _ http.Header) (context.Context, *websocket.DialOptions, *coalescer) {
+func (p *Process) dialOptions(ctx context.Context, _ http.Header) (context.Context, *websocket.DialOptions, *coalesce.Coalescer) {
 	return ctx, &websocket.DialOptions{Subprotocols: []string{frames.Subprotocol}}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/coalesce"
 )
 
 // coalescerKey carries a dial's *coalescer in its context down to the
@@ -46,8 +47,8 @@ func coalescingClient(hc *http.Client) *http.Client {
 			if err != nil {
 				return nil, err
 			}
-			if co, ok := ctx.Value(coalescerKey{}).(*coalescer); ok {
-				return co.wrap(c), nil
+			if co, ok := ctx.Value(coalescerKey{}).(*coalesce.Coalescer); ok {
+				return co.Wrap(c), nil
 			}
 			return c, nil
 		}
@@ -68,7 +69,7 @@ func coalescingClient(hc *http.Client) *http.Client {
 // dialOptions returns the options of one dial, and the context to dial
 // with and the coalescer the connection's writes will go through (nil when
 // the caller's RoundTripper dials).
-func (p *Process) dialOptions(ctx context.Context, h http.Header) (context.Context, *websocket.DialOptions, *coalescer) {
+func (p *Process) dialOptions(ctx context.Context, h http.Header) (context.Context, *websocket.DialOptions, *coalesce.Coalescer) {
 	opts := &websocket.DialOptions{
 		HTTPClient:   p.opts.HTTPClient,
 		HTTPHeader:   h,
@@ -77,7 +78,7 @@ func (p *Process) dialOptions(ctx context.Context, h http.Header) (context.Conte
 	if p.dialClient == nil {
 		return ctx, opts, nil
 	}
-	co := &coalescer{}
+	co := &coalesce.Coalescer{}
 	opts.HTTPClient = p.dialClient
 	return context.WithValue(ctx, coalescerKey{}, co), opts, co
 }

@@ -147,7 +147,7 @@ func (p *Process) writeLoop(ctx context.Context, ws *wsConn) error {
 		err := ws.werr
 		if err == nil {
 			// Closing the connection ends a blocked write (see readLoop).
-			if err = ws.co.flushPending(); err == nil {
+			if err = ws.co.FlushPending(); err == nil {
 				_, err = p.drainLocked(context.Background(), ws, true)
 			}
 		}
@@ -206,7 +206,7 @@ func (p *Process) flush(ctx context.Context) {
 	for p.dirty.Load() && p.wmu.TryLock() {
 		p.dirty.Store(false)
 		ws := p.cur
-		if ws == nil || ws.werr != nil || !ws.co.canTry() {
+		if ws == nil || ws.werr != nil || !ws.co.CanTry() {
 			p.wmu.Unlock()
 			p.wakeWriter() // or the next connection's writer, which drains first
 			return

@@ -1,6 +1,6 @@
 //go:build unix
 
-package client
+package coalesce
 
 import (
 	"net"
@@ -26,7 +26,7 @@ func nonBlockingWriter(c net.Conn) tryWriter {
 }
 
 // sockTry is a socket's non-blocking write; its fields carry one call's
-// argument and results through RawConn.Write's callback. The coalescer's
+// argument and results through RawConn.Write's callback. The Coalescer's
 // mutex serialises calls.
 type sockTry struct {
 	c       net.Conn

@@ -1,27 +1,31 @@
-package client
+// Package coalesce batches the writes of one WebSocket message into one
+// write to its connection, and lets a goroutine that must not wait on the
+// network send a message as far as the socket takes it now. The client
+// and the server wrap their connections in it.
+package coalesce
 
 import (
 	"net"
 	"sync"
 )
 
-// coalescer batches the writes of one WebSocket message into one write to
-// the connection. coder/websocket masks a client's message through a 4 KiB
+// Coalescer batches the writes of one WebSocket message into one write to
+// the connection. coder/websocket writes a message through a 4 KiB
 // bufio.Writer it does not let us size, and flushes it every 4 KiB: a
-// 64 KiB stdin frame (87 KiB of NDJSON) would be 22 write syscalls. The
-// write loop holds the coalescer around each ws.Write; what the library
-// writes meanwhile is kept and written at release, in one syscall. Writes
-// outside a hold (pings, pongs, close frames from other goroutines) go
-// straight through. A nil *coalescer does nothing: the caller's own
-// RoundTripper dialled the connection.
+// 64 KiB stdin frame (87 KiB of NDJSON) would be 22 write syscalls. A
+// writer holds the Coalescer around each ws.Write; what the library writes
+// meanwhile is kept and written at Release, in one syscall. Writes outside
+// a hold (pings, pongs, close frames from other goroutines) go straight
+// through, after any pending bytes. A nil *Coalescer does nothing (the
+// connection is not ours to wrap), and a zero one is ready to Wrap.
 //
 // The library serialises frames, so the bytes of two frames never
 // interleave here; writes are ordered by mu.
 //
-// releaseNoWait lets a caller's goroutine send a message without ever
-// blocking on the network: it writes what the socket takes now and keeps
-// the rest as pending, which every later write sends first.
-type coalescer struct {
+// ReleaseNoWait lets a goroutine send a message without ever blocking on
+// the network: it writes what the socket takes now and keeps the rest as
+// pending, which every later write sends first.
+type Coalescer struct {
 	mu      sync.Mutex
 	conn    net.Conn  // set when dialled; guarded by mu
 	try     tryWriter // conn's non-blocking write, or nil; guarded by mu
@@ -34,14 +38,14 @@ type coalescer struct {
 // took; an error is the socket's, never "would block".
 type tryWriter func(b []byte) (n int, err error)
 
-// coalescedConn is a net.Conn whose writes go through its coalescer.
+// coalescedConn is a net.Conn whose writes go through its Coalescer.
 type coalescedConn struct {
 	net.Conn
-	co *coalescer
+	co *Coalescer
 }
 
-// wrap returns c with its writes going through co.
-func (co *coalescer) wrap(c net.Conn) net.Conn {
+// Wrap returns c with its writes going through co.
+func (co *Coalescer) Wrap(c net.Conn) net.Conn {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	co.conn = c
@@ -68,7 +72,7 @@ func (c *coalescedConn) Write(p []byte) (int, error) {
 
 // writePendingLocked writes the pending bytes, waiting as long as the
 // connection does. co.mu must be held.
-func (co *coalescer) writePendingLocked() error {
+func (co *Coalescer) writePendingLocked() error {
 	if len(co.pending) == 0 {
 		return nil
 	}
@@ -77,9 +81,9 @@ func (co *coalescer) writePendingLocked() error {
 	return err
 }
 
-// flushPending writes the pending bytes, waiting as long as the connection
+// FlushPending writes the pending bytes, waiting as long as the connection
 // does.
-func (co *coalescer) flushPending() error {
+func (co *Coalescer) FlushPending() error {
 	if co == nil {
 		return nil
 	}
@@ -88,9 +92,9 @@ func (co *coalescer) flushPending() error {
 	return co.writePendingLocked()
 }
 
-// canTry reports whether releaseNoWait can write: the connection is a
-// socket of ours.
-func (co *coalescer) canTry() bool {
+// CanTry reports whether ReleaseNoWait can write: the connection is a
+// socket whose descriptor runs non-blocking.
+func (co *Coalescer) CanTry() bool {
 	if co == nil {
 		return false
 	}
@@ -107,8 +111,8 @@ func trim(b []byte) []byte {
 	return b[:0]
 }
 
-// hold keeps what is written until release.
-func (co *coalescer) hold() {
+// Hold keeps what is written until Release or ReleaseNoWait.
+func (co *Coalescer) Hold() {
 	if co == nil {
 		return
 	}
@@ -121,8 +125,9 @@ func (co *coalescer) hold() {
 // encoded, with room to spare.
 const maxKept = 128 << 10
 
-// release writes what was held, in one write, and stops holding.
-func (co *coalescer) release() error {
+// Release writes what was pending and what was held, waiting as long as
+// the connection does, and stops holding.
+func (co *Coalescer) Release() error {
 	if co == nil {
 		return nil
 	}
@@ -141,11 +146,11 @@ func (co *coalescer) release() error {
 	return err
 }
 
-// releaseNoWait stops holding and writes what was held as far as the
+// ReleaseNoWait stops holding and writes what was held as far as the
 // socket takes it now; the rest becomes pending (after what already was),
-// and written reports false: flushPending, or any later write, sends it.
-// It must follow a hold on a coalescer that canTry.
-func (co *coalescer) releaseNoWait() (written bool, err error) {
+// and written reports false: FlushPending, or any later write, sends it.
+// It must follow a Hold on a Coalescer that CanTry.
+func (co *Coalescer) ReleaseNoWait() (written bool, err error) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	co.holding = false
