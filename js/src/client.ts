@@ -32,6 +32,7 @@ import {
   Destroyed,
   ProcwireError,
   SandboxError,
+  SandboxOperationFailed,
   SandboxProtocolInvalid,
   processGone,
   protocolError,
@@ -127,7 +128,15 @@ export interface ProcessHandle {
   wait(): Promise<Exit>;
   /** Sends a signal to the child's process group: true if delivered, false if it had exited. */
   signal(name: SignalName): Promise<boolean>;
-  /** Destroys the process; idempotent (the same promise every time) and bounded. */
+  /**
+   * Destroys the process; bounded by destroyTimeout. Once settled it is
+   * idempotent (the same promise every time). When the server could not
+   * end the process (a SandboxOperationFailed with operation
+   * destroy_process and reason processes_survived, destroy_timeout or
+   * destroy_failed), nothing is settled: the promise rejects with that
+   * error, the process still runs, the handle goes on driving it, and a
+   * later destroy() tries again.
+   */
   destroy(): Promise<void>;
   /** stderr bytes dropped by the server's ring or the local bound. */
   errorDropped(): number;
@@ -284,6 +293,19 @@ interface PendingSignal {
 
 class Stop extends Error {}
 
+// DestroyAttempt is one run of destroy(): failed holds the server's answer
+// when it could not end the process.
+interface DestroyAttempt {
+  failed?: SandboxError;
+}
+
+// retryableDestroy reports whether e answers a destroy that freed nothing
+// and may be tried again (PROTOCOL.md §4.5): something of the process
+// outlived the server's destroy, or its teardown failed.
+function retryableDestroy(e: unknown): e is SandboxOperationFailed {
+  return e instanceof SandboxOperationFailed && e.operation === "destroy_process";
+}
+
 // num turns a wire integer into a number, refusing one past 2^53.
 function num(v: Int, field: string): number {
   if (typeof v === "bigint") throw protocolError(field, `${v} is beyond what this client counts`);
@@ -345,7 +367,8 @@ class Proc {
   nextSig = 0;
   signals: PendingSignal[] = [];
 
-  destroyReq = false;
+  destroyReq = false; // a destroy was asked and did not fail retryably
+  attempt: DestroyAttempt | undefined; // the destroy() running
   abandoned = false;
   destroyed = false; // a destroy settled, with destroyErr
   destroyErr: Error | undefined;
@@ -772,6 +795,8 @@ class Proc {
           this.broadcast();
           return;
         }
+        // The server could not end the process: the session goes on.
+        if (retryableDestroy(e) && c.destroySent && this.destroyFailed(e)) return;
         throw e;
       }
       default:
@@ -885,10 +910,21 @@ class Proc {
     return this.usable() ?? this.inErr;
   }
 
+  // holding reports whether a destroy() is waiting for its answer: the
+  // streams wait for it rather than fail, since a destroy the server could
+  // not complete leaves them usable (an errored stream stays errored).
+  private holding(): boolean {
+    return this.destroyReq && this.attempt !== undefined && !this.destroyed;
+  }
+
   private async writeInput(chunk: Uint8Array): Promise<void> {
     if (!ArrayBuffer.isView(chunk)) throw new TypeError("procwire: input takes Uint8Array chunks");
     let b = new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     while (b.length > 0) {
+      if (this.holding()) {
+        await this.changed();
+        continue;
+      }
       const err = this.usableInput();
       if (err) throw err;
       if (this.inClosed) throw new ProcwireError("procwire: stdin closed");
@@ -910,6 +946,10 @@ class Proc {
       this.kick();
     }
     while (!this.closeSent) {
+      if (this.holding()) {
+        await this.changed();
+        continue;
+      }
       const err = this.usableInput();
       if (err) throw err;
       await this.changed();
@@ -936,6 +976,10 @@ class Proc {
 
   private async pullOutput(ctl: ReadableStreamDefaultController<Bytes>): Promise<void> {
     for (;;) {
+      if (this.holding()) {
+        await this.changed();
+        continue;
+      }
       if (this.destroyReq) return ctl.error(new Destroyed());
       const complete = this.outEOF !== undefined;
       if (this.err && !complete) return ctl.error(this.err); // what is held is not trusted any more
@@ -954,6 +998,10 @@ class Proc {
 
   private async pullError(ctl: ReadableStreamDefaultController<Bytes>): Promise<void> {
     for (;;) {
+      if (this.holding()) {
+        await this.changed();
+        continue;
+      }
       if (this.destroyReq) return ctl.error(new Destroyed());
       const complete = this.exit !== undefined;
       if (this.err && !complete) return ctl.error(this.err);
@@ -1003,14 +1051,34 @@ class Proc {
     if (err === undefined) this.end(new Destroyed());
   }
 
+  // destroyFailed records a destroy attempt the server answered with a
+  // retryable error: the process still runs and the handle goes on; the
+  // running destroy() rejects with e, and a later one tries again. It
+  // reports whether an attempt was waiting for the answer.
+  private destroyFailed(e: SandboxError): boolean {
+    const a = this.attempt;
+    if (!a || a.failed || !this.destroyReq || this.destroyed) return false;
+    a.failed = e;
+    this.destroyReq = false;
+    if (this.conn) this.conn.destroySent = false;
+    this.broadcast();
+    this.kick();
+    return true;
+  }
+
+  // destroy memoises the running attempt, so concurrent callers share its
+  // outcome; an attempt the server could not complete is forgotten, so the
+  // next call tries again.
   destroy(): Promise<void> {
     this.destroyPromise ??= this.runDestroy();
     return this.destroyPromise;
   }
 
   private async runDestroy(): Promise<void> {
+    const attempt: DestroyAttempt = {};
+    this.attempt = attempt;
     this.destroyReq = true;
-    this.broadcast(); // blocked writers and readers end with Destroyed
+    this.broadcast(); // blocked writers and readers wait for the answer; signals end with Destroyed
     this.redial?.();
     const timeout = this.destroyTimeout();
     const deadline = Date.now() + timeout;
@@ -1021,20 +1089,28 @@ class Proc {
         reject(new ConnectionLost(`procwire: destroy not confirmed within ${timeout} ms`));
       }, timeout);
     });
+    const answered = () => this.destroyed || attempt.failed !== undefined || (this.err !== undefined && !this.supervising);
     try {
       if (this.conn) {
         this.kick();
-        // Settled by `destroyed`, or handed to the reconnection, which
-        // destroys by id.
-        await Promise.race([this.until(() => this.destroyed || (this.err !== undefined && !this.supervising)), timedOut]);
+        // Settled by `destroyed`, failed by a retryable error, or handed
+        // to the reconnection, which destroys by id.
+        await Promise.race([this.until(answered), timedOut]);
       } else if (this.supervising) {
-        await Promise.race([this.until(() => this.destroyed || (this.err !== undefined && !this.supervising)), timedOut]);
+        await Promise.race([this.until(answered), timedOut]);
       }
-      if (!this.destroyed) {
+      if (!this.destroyed && attempt.failed === undefined) {
         await Promise.race([this.destroyRemote(Math.max(1, deadline - Date.now())), timedOut]);
       }
     } finally {
       clearTimeout(timer);
+      this.attempt = undefined;
+      this.broadcast(); // the streams held for the answer go on, or end with Destroyed
+    }
+    if (attempt.failed) {
+      // Nothing settled: the process still runs, and the next call tries again.
+      this.destroyPromise = undefined;
+      throw attempt.failed;
     }
     if (this.destroyErr) throw this.destroyErr;
   }
@@ -1077,13 +1153,15 @@ class Proc {
     return this.remoteDestroy;
   }
 
-  // destroyVia destroys by id on t and settles the destroy with the answer.
+  // destroyVia destroys by id on t and settles the destroy with the answer;
+  // an answer saying the server could not end the process settles nothing.
   private async destroyVia(t: Transport, timeout: number): Promise<void> {
     try {
       await this.destroyOn(t, { type: "destroy", process_id: this.id, token: this.token }, timeout);
       this.settleDestroy(undefined);
     } catch (e) {
-      if (e instanceof SandboxError) this.settleDestroy(e);
+      if (retryableDestroy(e)) this.destroyFailed(e);
+      else if (e instanceof SandboxError) this.settleDestroy(e);
       throw e;
     }
   }
@@ -1148,6 +1226,13 @@ class Proc {
           return;
         } catch (e) {
           if (e instanceof Stop) return;
+          if (retryableDestroy(e) && !this.destroyReq) {
+            // The destroy() that asked has its answer; resume the process,
+            // which still runs.
+            last = e;
+            this.reached = false;
+            continue;
+          }
           if (finalError(e)) {
             this.end(e as Error);
             return;

@@ -9,19 +9,25 @@ import { createInterface } from "node:readline";
 
 export const repo = fileURLToPath(new URL("../../", import.meta.url));
 
-let bin;
+let dir;
+const built = new Map();
+// binary builds a command of the repository once per test process and
+// returns its path.
+function binary(name, pkg) {
+  if (built.has(name)) return built.get(name);
+  if (!dir) {
+    dir = mkdtempSync(join(tmpdir(), "procwire-js-"));
+    process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+  }
+  const out = join(dir, name);
+  execFileSync(process.env.GO ?? "go", ["build", "-o", out, pkg], { cwd: repo, stdio: "inherit" });
+  built.set(name, out);
+  return out;
+}
+
 /** Builds procwire and cutproxy once per test process; returns their paths. */
 export function build() {
-  if (bin) return bin;
-  const dir = mkdtempSync(join(tmpdir(), "procwire-js-"));
-  process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
-  const go = process.env.GO ?? "go";
-  const procwire = join(dir, "procwire");
-  const cutproxy = join(dir, "cutproxy");
-  execFileSync(go, ["build", "-o", procwire, "./cmd/procwire"], { cwd: repo, stdio: "inherit" });
-  execFileSync(go, ["build", "-o", cutproxy, "./internal/cmd/cutproxy"], { cwd: repo, stdio: "inherit" });
-  bin = { procwire, cutproxy };
-  return bin;
+  return { procwire: binary("procwire", "./cmd/procwire"), cutproxy: binary("cutproxy", "./internal/cmd/cutproxy") };
 }
 
 /**
@@ -30,7 +36,20 @@ export function build() {
  */
 export function startServer(args = []) {
   const { procwire } = build();
-  const child = spawn(procwire, ["serve", "--addr", "127.0.0.1:0", ...args], { stdio: ["ignore", "ignore", "pipe"] });
+  return serve(procwire, ["serve", "--addr", "127.0.0.1:0", ...args]);
+}
+
+/**
+ * Runs internal/cmd/stubbornserve, a server whose processes fail their
+ * first destroy with processes_survived, like startServer.
+ */
+export function startStubbornServer(args = []) {
+  return serve(binary("stubbornserve", "./internal/cmd/stubbornserve"), ["-addr", "127.0.0.1:0", ...args]);
+}
+
+// serve runs a server command that logs its ws URL as url=... on stderr.
+function serve(path, args) {
+  const child = spawn(path, args, { stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
   return new Promise((resolve, reject) => {
     const rl = createInterface({ input: child.stderr });
@@ -47,7 +66,7 @@ export function startServer(args = []) {
         });
       }
     });
-    child.on("exit", (code) => reject(new Error(`procwire serve exited with ${code}:\n${log}`)));
+    child.on("exit", (code) => reject(new Error(`${path} exited with ${code}:\n${log}`)));
   });
 }
 
