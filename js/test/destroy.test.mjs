@@ -5,6 +5,7 @@
 // destroy() again tries again.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { WebSocket } from "ws";
 import { openProcess, Destroyed, SandboxOperationFailed } from "../dist/index.js";
 import { startStubbornServer, startCutProxy, req, instance } from "./helpers.mjs";
 
@@ -52,6 +53,7 @@ test("a destroy the server could not complete rejects at once; the handle goes o
   const a = p.destroy();
   const b = p.destroy();
   assert.equal(a, b, "one attempt, one promise");
+  const during = w.write(new TextEncoder().encode("still here\n")); // held too
   const [ea, eb] = await Promise.allSettled([a, b]);
   assert.equal(ea.status, "rejected");
   survived(ea.reason);
@@ -59,7 +61,7 @@ test("a destroy the server could not complete rejects at once; the handle goes o
   assert.ok(Date.now() - t0 < DESTROY_TIMEOUT / 2, `the error, not destroyTimeout: ${Date.now() - t0} ms`);
 
   // The process still runs, and the handle still drives it, on the same connection.
-  await w.write(new TextEncoder().encode("still here\n"));
+  await during;
   const { value, done } = await pending;
   assert.ok(!done);
   assert.equal(Buffer.from(value).toString(), "still here\n");
@@ -76,35 +78,56 @@ test("a destroy the server could not complete rejects at once; the handle goes o
   await assert.rejects(p.signal("SIGTERM"), Destroyed);
 });
 
+// Dials is ws's WebSocket, counting the connections of the handle that
+// ended (refused or cut), so a test knows when the reconnection has given
+// up a dial and waits out its backoff.
+class Dials extends WebSocket {
+  static ended = 0;
+  static waiting = [];
+  constructor(...args) {
+    super(...args);
+    this.on("close", () => {
+      Dials.ended++;
+      for (const w of Dials.waiting.splice(0)) w();
+    });
+  }
+  static async until(n) {
+    while (Dials.ended < n) await new Promise((r) => Dials.waiting.push(r));
+  }
+}
+
 test("a destroy the server could not complete as the first frame of a new connection rejects; the handle resumes the process; destroy() again settles", async () => {
   const url = `ws://${proxy.addr}/`;
+  // A long backoff: after the refused resume the handle waits, and only
+  // destroy() cuts the wait short, so its destroy is the next connection's
+  // first frame.
   const p = await openProcess(url, instance("stubborn-new"), req("cat"), {
+    WebSocket: Dials,
     destroyTimeout: DESTROY_TIMEOUT,
-    reconnectMin: 10,
-    reconnectMax: 100,
+    reconnectMin: 20_000,
+    reconnectMax: 20_000,
   });
   const w = p.input.getWriter();
   const r = p.output.getReader();
   await echo(w, r, "before\n");
 
+  const ended = Dials.ended;
   await proxy.cmd("refuse true");
-  const accepted = Number((await proxy.cmd("accepted")).split(" ")[1]);
-  let d;
   try {
     assert.equal(await proxy.cmd("cutall"), "cut 1");
-    d = p.destroy(); // goes out as the first frame of a new connection
+    await Dials.until(ended + 2); // the cut connection and the refused resume
   } finally {
     await proxy.cmd("refuse false");
   }
+  const accepted = Number((await proxy.cmd("accepted")).split(" ")[1]);
   const t0 = Date.now();
-  await assert.rejects(d, survived);
+  await assert.rejects(p.destroy(), survived);
   assert.ok(Date.now() - t0 < DESTROY_TIMEOUT / 2, `the error, not destroyTimeout: ${Date.now() - t0} ms`);
 
   // The handle resumes the process, which still runs.
   await echo(w, r, "resumed\n");
-  assert.ok(p.progress().connections >= 2, `connections ${p.progress().connections}`);
-  const after = Number((await proxy.cmd("accepted")).split(" ")[1]);
-  assert.ok(after >= accepted + 2, `a destroy connection and a resume: accepted ${accepted} then ${after}`);
+  assert.equal(p.progress().connections, 2);
+  assert.equal(await proxy.cmd("accepted"), `accepted ${accepted + 2}`, "a connection for the destroy, one for the resume");
 
   await p.destroy();
   await assert.rejects(r.read(), Destroyed);
