@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/coalesce"
 	"github.com/procwire/procwire/replay"
 )
 
@@ -115,7 +116,19 @@ type conn struct {
 	rbuf []byte
 	sess *session
 
-	// Owned by the writer goroutine (set before it starts).
+	// The writer's lock: the writer goroutine holds it while it writes,
+	// and a kick takes it when it is free. dirty asks the holder to look
+	// again. co is the connection's write coalescer (nil: not ours).
+	wmu   sync.Mutex
+	dirty atomic.Bool
+	co    *coalesce.Coalescer
+
+	// Guarded by wmu.
+	wready     bool  // the hello is written: stream frames may follow
+	wclosed    bool  // the writer is closing: no more kicks
+	nowait     bool  // a kick is writing: writeBuffered must not wait
+	stalled    bool  // a kick's frame is pending: the writer sends it
+	kickErr    error // a kick's write failed; the writer returns it
 	view       stepView
 	viewStdout func(*replay.Buffer) // c.stdoutView
 	viewStderr func(*replay.Ring)   // c.stderrView
@@ -131,11 +144,12 @@ type conn struct {
 	replay     *replayMark // non-nil until the resume replay is complete
 }
 
-func newConn(s *Server, ws *websocket.Conn, remote string) *conn {
+func newConn(s *Server, ws *websocket.Conn, co *coalesce.Coalescer, remote string) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
 		srv:        s,
 		ws:         ws,
+		co:         co,
 		remote:     remote,
 		ctx:        ctx,
 		cancel:     cancel,

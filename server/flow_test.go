@@ -399,3 +399,26 @@ func TestPeerThatNeverReads(t *testing.T) {
 		return held == 4096 && strings.Contains(wchan(ps.Pid), "pipe_write")
 	})
 }
+
+// A peer that stops reading while its child floods stdout: the output
+// pump, which writes to the connection itself when the writer is idle,
+// never waits on the full socket (what the socket refuses stays pending
+// for the writer), so the window fills behind it and a destroy the peer
+// sends then ends the process at once, with no pump to wait for.
+func TestDestroyWhilePeerStopsReading(t *testing.T) {
+	h := newHarness(t, Config{Heartbeat: -1})
+	p := h.dial()
+	p.send(&frames.Open{
+		InstanceID:   "inst-stops-reading",
+		Request:      frames.ProcessRequest{Executable: "yes", WorkingDirectory: "/", Environment: testEnv},
+		StdoutWindow: 256 << 10,
+	})
+	opened := nextOf[*frames.Opened](p)
+	// Not one frame more is read: the socket fills, then the window.
+	waitFor(t, "the window full and yes blocked in pipe_write", func() bool {
+		ps := h.process(opened.ProcessID)
+		return ps.StdoutHeld == 256<<10 && strings.Contains(wchan(ps.Pid), "pipe_write")
+	})
+	p.send(&frames.Destroy{})
+	waitFor(t, "the process destroyed", func() bool { return len(h.srv.Stats().Processes) == 0 })
+}

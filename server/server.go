@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -19,6 +20,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/coalesce"
 )
 
 // Server serves procwire connections. Create it with New; it is an
@@ -147,7 +149,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.upgrades.Add(-1)
 	opts := s.acceptOpts
-	rec := &statusRecorder{ResponseWriter: w}
+	co := &coalesce.Coalescer{}
+	rec := &statusRecorder{ResponseWriter: w, co: co}
 	ws, err := websocket.Accept(rec, r, &opts)
 	if err != nil {
 		reason := refuseUpgrade
@@ -164,7 +167,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = ws.Close(websocket.StatusProtocolError, "subprotocol "+frames.Subprotocol+" required")
 		return
 	}
-	c := newConn(s, ws, remote)
+	c := newConn(s, ws, co, remote)
 	c.log = log
 	c.route = routeFrom(r)
 	if !s.addConn(c) {
@@ -194,6 +197,7 @@ func (s *Server) refuseHTTP(w http.ResponseWriter, log *slog.Logger, status int,
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	co     *coalesce.Coalescer // wraps the hijacked connection
 }
 
 func (r *statusRecorder) WriteHeader(status int) {
@@ -202,6 +206,20 @@ func (r *statusRecorder) WriteHeader(status int) {
 }
 
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Hijack hands coder/websocket the connection wrapped in the coalescer,
+// with a write buffer on the wrapped connection (net/http's writes to the
+// bare one), so that every frame the library writes goes through it: in
+// one write per message, or without waiting (conn.kick). The read buffer,
+// which may hold what the client sent after its request, is kept.
+func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, brw, err := http.NewResponseController(r.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	wc := r.co.Wrap(nc)
+	return wc, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(wc, brw.Writer.Size())), nil
+}
 
 // authorized reports whether r carries the configured bearer token. Both
 // sides are hashed first so that the compare is constant-time whatever the

@@ -77,9 +77,14 @@ type session struct {
 // spares a goroutine hand-off on every stdout chunk and every echo.
 type ChangeNotifier interface {
 	// OnChange makes fn be called after every change, in place of a value
-	// on Notify, saying what changed. fn does not block and takes no lock
-	// of the process's, so it may be called with them held; changes before
-	// OnChange returns may still be announced on Notify.
+	// on Notify, saying what changed; changes before OnChange returns may
+	// still be announced on Notify. fn takes no lock of the process's and
+	// does not wait, so it may be called with them held; except that a
+	// call for proc.ChangeOutput alone must come with no lock of the
+	// process held, from a goroutine that may be delayed by the time the
+	// server takes to write the output to the connection without waiting
+	// on the network (the process's output pump): the server then writes
+	// it from there, sparing its writer's wakeup.
 	OnChange(fn func(proc.Change))
 }
 
@@ -100,10 +105,12 @@ func (s *session) setAttachedLocked(c *conn) {
 // credit grant is due (conn.stdin), which spares a futile wakeup on every
 // interactive write.
 func (s *session) changed(what proc.Change) {
-	if what&^proc.ChangeStdinPushed != 0 {
-		if c := s.att.Load(); c != nil {
-			c.wakeUp()
-		}
+	switch c := s.att.Load(); {
+	case c == nil:
+	case what == proc.ChangeOutput:
+		c.kick() // from an output pump: it may write itself
+	case what&^proc.ChangeStdinPushed != 0:
+		c.wakeUp()
 	}
 	if s.sigWaiting.Load() {
 		select {

@@ -13,12 +13,16 @@ import (
 	"github.com/procwire/procwire/replay"
 )
 
-// writeLoop is the connection's only writer: the hello frame, then
-// answers and the session's streams as they come, then what the close
-// requires and the close itself.
+// writeLoop is the connection's writer: the hello frame, then answers and
+// the session's streams as they come, then what the close requires and the
+// close itself. The process's output pumps may write stream frames too
+// (kick), under the same wmu, when the writer is idle.
 func (c *conn) writeLoop(log *slog.Logger) {
 	defer close(c.writerDone)
 	err := c.writeFrames()
+	c.wmu.Lock()
+	c.wclosed = true // no kick from now on
+	c.wmu.Unlock()
 	if err == nil {
 		err = c.writeFinal()
 	}
@@ -44,15 +48,20 @@ func (c *conn) writeLoop(log *slog.Logger) {
 
 // writeFrames writes until closeWith.
 func (c *conn) writeFrames() error {
+	c.wmu.Lock()
+	var err error
 	if c.hello != nil {
-		if err := c.write(c.hello); err != nil {
-			return err
-		}
+		err = c.write(c.hello)
+	}
+	c.wready = err == nil // stream frames may follow now
+	c.wmu.Unlock()
+	if err != nil {
+		return err
 	}
 	for {
 		select {
 		case f := <-c.ctrl:
-			if err := c.write(f); err != nil {
+			if err := c.writeLocking(f); err != nil {
 				return err
 			}
 			continue
@@ -60,20 +69,29 @@ func (c *conn) writeFrames() error {
 			return nil
 		default:
 		}
-		answered, err := c.writeAnswers()
+		c.wmu.Lock()
+		c.dirty.Store(false)
+		answered, progressed := false, false
+		err := c.kickErr // a kick's write failed
+		if err == nil {
+			err = c.co.FlushPending() // what a kick left
+		}
+		if err == nil {
+			answered, err = c.writeAnswers()
+		}
+		if err == nil {
+			progressed, err = c.step()
+		}
+		c.wmu.Unlock()
 		if err != nil {
 			return err
 		}
-		progressed, err := c.step()
-		if err != nil {
-			return err
-		}
-		if progressed || answered {
+		if progressed || answered || c.dirty.Load() {
 			continue
 		}
 		select {
 		case f := <-c.ctrl:
-			if err := c.write(f); err != nil {
+			if err := c.writeLocking(f); err != nil {
 				return err
 			}
 		case <-c.wake:
@@ -85,9 +103,55 @@ func (c *conn) writeFrames() error {
 	}
 }
 
-// writeFinal writes the answers still queued and, after a destroy, exit
-// and destroyed.
+// writeLocking writes f holding wmu.
+func (c *conn) writeLocking(f frames.Frame) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.write(f)
+}
+
+// kick sends what the session has ready from the calling goroutine (a
+// process's output pump, holding no lock) when the writer is idle, without
+// ever waiting on the network: a frame the socket does not take whole stays
+// pending in the coalescer, and the writer, woken, sends it. It spares the
+// writer's wakeup on every chunk of output: for an interactive child, a
+// third of a round trip. Otherwise it wakes the writer.
+//
+// One wait remains: behind a ping or pong that another goroutine is writing
+// to a stalled connection, which the heartbeat bounds.
+func (c *conn) kick() {
+	c.dirty.Store(true)
+	for c.dirty.Load() && c.wmu.TryLock() {
+		c.dirty.Store(false)
+		if c.wclosed || !c.wready || c.kickErr != nil || !c.co.CanTry() {
+			c.wmu.Unlock()
+			c.wakeUp()
+			return
+		}
+		c.nowait = true
+		var err error
+		for progressed := true; progressed && err == nil && !c.stalled; {
+			progressed, err = c.step()
+		}
+		stalled := c.stalled
+		c.nowait, c.stalled = false, false
+		if err != nil {
+			c.kickErr = err // the writer returns it
+		}
+		c.wmu.Unlock()
+		if err != nil || stalled {
+			c.wakeUp()
+			return
+		}
+	}
+}
+
+// writeFinal writes what a kick left, the answers still queued and, after
+// a destroy, exit and destroyed. wclosed is set: nothing else writes.
 func (c *conn) writeFinal() error {
+	if err := c.co.FlushPending(); err != nil {
+		return err
+	}
 	if _, err := c.writeAnswers(); err != nil {
 		return err
 	}
@@ -279,7 +343,26 @@ func (c *conn) write(f frames.Frame) error {
 	return c.writeBuffered()
 }
 
-// writeBuffered sends the frame encoded in wbuf.
+// writeBuffered sends the frame encoded in wbuf. In a kick (nowait) the
+// message is held and written, in one write, as far as the socket takes
+// it; the rest stays pending and the kick is marked stalled. Otherwise it
+// is written through (after anything pending), waiting as long as the
+// connection does, holding no copy of it. It has no context: c.ctx closes
+// c.ws.
 func (c *conn) writeBuffered() error {
-	return c.ws.Write(context.Background(), websocket.MessageText, c.wbuf) // c.ctx closes c.ws
+	if !c.nowait {
+		return c.ws.Write(context.Background(), websocket.MessageText, c.wbuf)
+	}
+	c.co.Hold()
+	err := c.ws.Write(context.Background(), websocket.MessageText, c.wbuf)
+	written, rerr := c.co.ReleaseNoWait()
+	if !written {
+		// The pending rest is the one copy of the frame this
+		// connection holds while its peer is slow.
+		c.stalled, c.wbuf = true, nil
+	}
+	if err == nil {
+		err = rerr
+	}
+	return err
 }

@@ -30,7 +30,7 @@ type Coalescer struct {
 	conn    net.Conn  // set when dialled; guarded by mu
 	try     tryWriter // conn's non-blocking write, or nil; guarded by mu
 	holding bool      // guarded by mu
-	buf     []byte    // held bytes; guarded by mu
+	buf     *[]byte   // held bytes, from bufPool while held; guarded by mu
 	pending []byte    // bytes of whole messages not yet written; guarded by mu
 }
 
@@ -61,7 +61,7 @@ func (c *coalescedConn) Write(p []byte) (int, error) {
 		return c.Conn.Write(p)
 	}
 	if co.holding {
-		co.buf = append(co.buf, p...)
+		*co.buf = append(*co.buf, p...)
 		return len(p), nil
 	}
 	if err := co.writePendingLocked(); err != nil {
@@ -77,7 +77,7 @@ func (co *Coalescer) writePendingLocked() error {
 		return nil
 	}
 	_, err := co.conn.Write(co.pending)
-	co.pending = trim(co.pending)
+	co.pending = nil // a stall is rare: hold no second buffer after it
 	return err
 }
 
@@ -103,12 +103,22 @@ func (co *Coalescer) CanTry() bool {
 	return co.try != nil
 }
 
-// trim empties b, dropping its array when it grew past maxKept.
-func trim(b []byte) []byte {
-	if cap(b) > maxKept {
-		return nil
+// bufPool holds the buffers of holds between messages, shared by every
+// connection, so that an idle connection holds none: memory follows the
+// messages in flight, not the connections.
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxKept bounds a buffer returned to the pool: one 64 KiB frame encoded,
+// with room to spare.
+const maxKept = 128 << 10
+
+// putBuf empties the held buffer and returns it to the pool.
+func (co *Coalescer) putBuf() {
+	if b := co.buf; b != nil && cap(*b) <= maxKept {
+		*b = (*b)[:0]
+		bufPool.Put(b)
 	}
-	return b[:0]
+	co.buf = nil
 }
 
 // Hold keeps what is written until Release or ReleaseNoWait.
@@ -118,12 +128,11 @@ func (co *Coalescer) Hold() {
 	}
 	co.mu.Lock()
 	co.holding = true
+	if co.buf == nil {
+		co.buf = bufPool.Get().(*[]byte)
+	}
 	co.mu.Unlock()
 }
-
-// maxKept bounds the buffer kept between messages: one 64 KiB stdin frame
-// encoded, with room to spare.
-const maxKept = 128 << 10
 
 // Release writes what was pending and what was held, waiting as long as
 // the connection does, and stops holding.
@@ -134,15 +143,14 @@ func (co *Coalescer) Release() error {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	co.holding = false
-	if len(co.buf) == 0 {
+	defer co.putBuf()
+	if len(*co.buf) == 0 {
 		return nil
 	}
 	if err := co.writePendingLocked(); err != nil {
-		co.buf = trim(co.buf)
 		return err
 	}
-	_, err := co.conn.Write(co.buf)
-	co.buf = trim(co.buf)
+	_, err := co.conn.Write(*co.buf)
 	return err
 }
 
@@ -154,16 +162,19 @@ func (co *Coalescer) ReleaseNoWait() (written bool, err error) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	co.holding = false
+	b := *co.buf
 	if len(co.pending) > 0 {
-		co.pending = append(co.pending, co.buf...)
-		co.buf = trim(co.buf)
+		co.pending = append(co.pending, b...)
+		co.putBuf()
 		return false, nil
 	}
-	n, err := co.try(co.buf)
-	if err == nil && n < len(co.buf) {
-		co.pending = append(co.pending, co.buf[n:]...)
+	n, err := co.try(b)
+	if err == nil && n < len(b) {
+		// The rest becomes pending where it lies, without a copy; the
+		// next hold takes another buffer.
+		co.pending, co.buf = b[n:], nil
+		return false, nil
 	}
-	written = err == nil && n == len(co.buf)
-	co.buf = trim(co.buf)
-	return written, err
+	co.putBuf()
+	return err == nil, err
 }
