@@ -817,7 +817,7 @@ const (
 	stepResume              // a known process, token, offsets, header, cut
 	stepDestroyID           // first-frame destroy by process_id+token
 	stepDestroyKey          // first-frame destroy by instance_id+open_key
-	stepBadDestroy          // a first-frame destroy with no pair, mixed pairs or half a pair
+	stepBadFirst            // a destroy with no pair, mixed pairs or half a pair; an open with a bad key or encoding list
 	stepStdin               // raw, s2, s2 forced, corrupt s2, wrong offset, fragment then cut
 	stepSignal              // fresh, repeated, old or zero id
 	stepAck                 // what was received, backwards, beyond
@@ -857,8 +857,8 @@ func (l *life) step() {
 		l.destroyByID(a, b, c)
 	case stepDestroyKey:
 		l.destroyByKey(int(a)%lifeInstances, int(a>>2)%lifeKeys, c)
-	case stepBadDestroy:
-		l.badDestroy(a)
+	case stepBadFirst:
+		l.badFirst(a)
 	case stepRace:
 		l.race(int(a)%lifeInstances, int(a>>2)%lifeKeys, b)
 	default:
@@ -1488,7 +1488,8 @@ func (l *life) race(inst, key int, b byte) {
 	if fails {
 		f.Request.Executable = "failcat"
 	}
-	held := b&4 != 0 // the first open waits in Start until the second frame is read
+	held := b&4 != 0             // the first open waits in Start until the second frame is read
+	cutFirst := held && b&8 != 0 // and its connection is cut meanwhile
 	if held {
 		f.Request.Executable = "slow" + f.Request.Executable
 	}
@@ -1542,6 +1543,9 @@ func (l *life) race(inst, key int, b byte) {
 			close(release)
 			l.stuck("the racing open was never admitted")
 		}
+		if cutFirst {
+			x.cut()
+		}
 		l.log("the held open starts")
 		close(release)
 	}
@@ -1550,33 +1554,42 @@ func (l *life) race(inst, key int, b byte) {
 		// Both opened, the same process; whichever was attached first is
 		// taken over by the other.
 		x.want, y.want = 4001, 4001
-		x.await("the answer to the first open", func() bool { return x.hello != nil })
 		y.await("the answer to the same open", func() bool { return y.hello != nil })
-		ox, okx := x.hello.(*frames.Opened)
 		oy, oky := y.hello.(*frames.Opened)
-		l.require(okx && oky, "racing opens answered %T and %T", x.hello, y.hello)
-		l.require(ox.ProcessID == oy.ProcessID && ox.Token == oy.Token && ox.Evidence == oy.Evidence,
-			"racing opens opened %+v and %+v", ox, oy)
-		timer := time.NewTimer(time.Until(l.deadline))
-		defer timer.Stop()
-		for x.pump(); !x.ended; x.pump() {
-			if y.pump(); y.ended {
-				break
+		winner := y
+		if cutFirst {
+			// The first open's connection was cut while it started: the
+			// second is answered as a repeat of it (opened, the replay).
+			l.require(oky, "an open repeating one cut while it started answered %T", y.hello)
+			x.awaitServed()
+			y.await("the replay after the race", func() bool { return y.credits > 0 })
+		} else {
+			x.await("the answer to the first open", func() bool { return x.hello != nil })
+			ox, okx := x.hello.(*frames.Opened)
+			l.require(okx && oky, "racing opens answered %T and %T", x.hello, y.hello)
+			l.require(ox.ProcessID == oy.ProcessID && ox.Token == oy.Token && ox.Evidence == oy.Evidence,
+				"racing opens opened %+v and %+v", ox, oy)
+			timer := time.NewTimer(time.Until(l.deadline))
+			defer timer.Stop()
+			for x.pump(); !x.ended; x.pump() {
+				if y.pump(); y.ended {
+					break
+				}
+				select {
+				case <-x.changed:
+				case <-y.changed:
+				case <-timer.C:
+					l.stuck("neither racing open was taken over")
+				}
 			}
-			select {
-			case <-x.changed:
-			case <-y.changed:
-			case <-timer.C:
-				l.stuck("neither racing open was taken over")
+			loser := x
+			if y.ended {
+				loser, winner = y, x
 			}
+			loser.awaitServed()
 		}
-		loser, winner := x, y
-		if y.ended {
-			loser, winner = y, x
-		}
-		loser.awaitServed()
 		winner.want = 0
-		o := *ox
+		o := *oy
 		p.opened = &o
 		p.inEnc, p.outEnc = o.StdinEnc == frames.EncS2, o.OutputEnc == frames.EncS2
 		l.procs = append(l.procs, p)
@@ -1589,7 +1602,11 @@ func (l *life) race(inst, key int, b byte) {
 	// The open and the destroy by its key: each ends with 1000, nothing
 	// is left, and the key is destroyed.
 	x.want, y.want = websocket.StatusNormalClosure, websocket.StatusNormalClosure
-	x.awaitEnd("the end of the open racing a destroy")
+	if cutFirst {
+		x.awaitServed()
+	} else {
+		x.awaitEnd("the end of the open racing a destroy")
+	}
 	y.awaitEnd("the end of the destroy racing an open")
 	ex, _ := x.hello.(*frames.Error)
 	ey, _ := y.hello.(*frames.Error)
@@ -1600,11 +1617,11 @@ func (l *life) race(inst, key int, b byte) {
 	switch {
 	case ey != nil:
 		l.require(sameError(ey, notFound), "%s: a destroy racing an open answered %+v", y.name, ey)
-		l.require(ex != nil && (sameError(ex, refused) || fails && sameError(ex, failed)),
+		l.require(cutFirst || ex != nil && (sameError(ex, refused) || fails && sameError(ex, failed)),
 			"%s: an open whose key a destroy found nothing under answered %T %+v", x.name, x.hello, ex)
 	default:
 		l.require(y.destroyed && y.exit != nil && !fails, "%s: a destroy racing an open answered %T, destroyed %v", y.name, y.hello, y.destroyed)
-		l.require(opened && x.destroyed && x.exit != nil || ex != nil && sameError(ex, refused),
+		l.require(cutFirst || opened && x.destroyed && x.exit != nil || ex != nil && sameError(ex, refused),
 			"%s: an open destroyed by its key answered %T %+v, destroyed %v", x.name, x.hello, ex, x.destroyed)
 	}
 	_, listed := l.procStats().byInst[l.insts[inst]]
@@ -1617,15 +1634,24 @@ func (l *life) race(inst, key int, b byte) {
 	}
 }
 
-// badDestroy sends a first-frame destroy the server refuses.
-func (l *life) badDestroy(a byte) {
+// badFirst sends a first frame the server refuses before doing anything:
+// a destroy with no pair (1002), or one that does not decode (1007): mixed
+// pairs, half a pair, an open whose open_key or encoding list breaks its
+// pattern.
+func (l *life) badFirst(a byte) {
 	l.t.Helper()
 	l.limitConns()
 	cn := l.dial("", "")
 	cn.first = frames.TypeDestroy
 	key, id, tok := l.keys[0], strings.Repeat("ab", 16), strings.Repeat("cd", 32)
 	var line string
-	switch a % 4 {
+	open := func(field, value, reason string) {
+		f := catOpen(l.insts[int(a>>3)%lifeInstances], 0, 0)
+		b := frames.Append(nil, f)
+		line = string(b[:len(b)-2]) + `,"` + field + `":"` + value + `"}`
+		cn.first, cn.want, cn.wantReason = frames.TypeOpen, websocket.StatusInvalidFramePayloadData, reason
+	}
+	switch a % 8 {
 	case 0:
 		line, cn.want = `{"type":"destroy"}`, websocket.StatusProtocolError
 	case 1:
@@ -1637,10 +1663,18 @@ func (l *life) badDestroy(a byte) {
 	case 3:
 		line, cn.want = `{"type":"destroy","instance_id":"`+l.insts[0]+`"}`, websocket.StatusInvalidFramePayloadData
 		cn.wantReason = "destroy.open_key: missing_field"
+	case 4:
+		open("open_key", "ABCDEF"+key[6:], "open.open_key: bad_value") // upper case
+	case 5:
+		open("open_key", key[:63], "open.open_key: bad_value")
+	case 6:
+		open("output_enc", "S2", "open.output_enc: bad_value")
+	case 7:
+		open("stdin_enc", "a,b,c,d,e,f,g,h,s2", "open.stdin_enc: bad_value")
 	}
 	cn.send([]byte(line + "\n"))
-	cn.awaitEnd("the refusal of a malformed destroy")
-	l.require(cn.hello == nil, "%s: a malformed destroy answered %T", cn.name, cn.hello)
+	cn.awaitEnd("the refusal of a malformed first frame")
+	l.require(cn.hello == nil, "%s: a malformed first frame answered %T", cn.name, cn.hello)
 }
 
 // stdin sends stdin on cn: b chooses the size and the mode, c the cut.
@@ -2098,8 +2132,9 @@ func lifeSeeds() [][]byte {
 		// Destroy by id from another connection while attached; cut; again.
 		s(stepOpen, 0, 0, 0, stepDestroyID, 0, 0, 0, stepDestroyID, 0, 0, 0, stepResume, 0, 0, 0),
 		s(stepOpen, 0, 0, 0, stepDestroyID, 0, 0, 2<<2, stepDestroyID, 0, 1, 0),
-		// Malformed destroys.
-		s(stepBadDestroy, 0, 0, 0, stepBadDestroy, 1, 0, 0, stepBadDestroy, 2, 0, 0, stepBadDestroy, 3, 0, 0),
+		// Malformed first frames.
+		s(stepBadFirst, 0, 0, 0, stepBadFirst, 1, 0, 0, stepBadFirst, 2, 0, 0, stepBadFirst, 3, 0, 0),
+		s(stepBadFirst, 4, 0, 0, stepBadFirst, 5, 0, 0, stepBadFirst, 6, 0, 0, stepBadFirst, 7, 0, 0, stepOpen, keyed0, 0, 0),
 		// Wrong routing headers.
 		s(stepOpen, 0, 0, 2, stepOpen, 0, 0, 0, stepResume, 0, 0, 2, stepResume, 0, 0, 3, stepDestroyID, 0, 0, 3, stepDestroyKey, 0, 0, 2),
 		// Every instance, MaxProcesses reached, a start that fails, the
@@ -2120,6 +2155,7 @@ func lifeSeeds() [][]byte {
 		s(stepRace, dk(0, 0), 1, 0, stepOpen, keyed0, 0, 0, stepDestroyKey, dk(0, 0), 0, 0, stepResume, 0, 0, 0),
 		s(stepRace, dk(2, 1), 3, 0, stepOpen, oa(2, 1), 0, 0),
 		s(stepRace, dk(0, 0), 4, 0, stepRace, dk(1, 1), 5, 0, stepRace, dk(2, 2), 7, 0, stepInnerDestroy, 0, 0, 0),
+		s(stepRace, dk(0, 0), 12, 0, stepRace, dk(1, 1), 13, 0, stepStdin, 0, 8, 0),
 		// Signal id 0; a normal close and a cut.
 		s(stepOpen, 0, 0, 0, stepSignal, 0, 6, 0),
 		s(stepOpen, 0, 0, 0, stepCut, 0, 1, 0, stepResume, 0, 0, 0),
