@@ -153,7 +153,8 @@ func newLifeEnv(f *testing.F) *lifeEnv {
 }
 
 // nosigExecutor starts catProcesses; the executable "nosig" starts one
-// whose Signal fails while it runs, as a signal the OS refuses (EPERM).
+// whose Signal fails while it runs, as a signal the OS refuses (EPERM);
+// "greet" one that writes greeting before its stdin.
 // An executable named "slow…" waits in Start, once entered is told, until
 // release is closed (or the open is cut off): an open held while it starts.
 type nosigExecutor struct {
@@ -178,11 +179,24 @@ func (e *nosigExecutor) Start(ctx context.Context, req bridge.Request, cfg bridg
 		req.Executable = name
 	}
 	p, err := e.catExecutor.Start(ctx, req, cfg)
-	if err != nil || req.Executable != "nosig" {
-		return p, err
+	switch {
+	case err != nil:
+		return nil, err
+	case req.Executable == "nosig":
+		return &nosigProcess{p.(*catProcess)}, nil
+	case req.Executable == "greet":
+		cp := p.(*catProcess)
+		cp.mu.Lock()
+		cp.out.Append(greeting)
+		cp.mu.Unlock()
 	}
-	return &nosigProcess{p.(*catProcess)}, nil
+	return p, nil
 }
+
+// greeting is what the executable "greet" writes to stdout first, before
+// it copies its stdin: stdout a client may acknowledge before it sends
+// anything.
+var greeting = []byte("hello, procwire\n")
 
 type nosigProcess struct{ *catProcess }
 
@@ -214,8 +228,9 @@ type lproc struct {
 	token    string // "" while no opened was seen
 	opened   *frames.Opened
 	nosig    bool
-	inEnc    bool // opened chose s2 for stdin
-	outEnc   bool // and for stdout and stderr
+	greet    []byte // stdout before the echo of stdin
+	inEnc    bool   // opened chose s2 for stdin
+	outEnc   bool   // and for stdout and stderr
 	stream   []byte
 	sure     int   // the server surely holds stream[:sure]; the rest may be lost with a cut
 	closed   bool  // stdin_close accepted
@@ -235,7 +250,20 @@ func (p *lproc) outExact() bool {
 	if p.eofAt >= 0 {
 		return p.maxOut == p.eofAt
 	}
-	return p.exit == nil && !p.sigMaybe && p.sure == len(p.stream) && p.maxOut == int64(len(p.stream))
+	return p.exit == nil && !p.sigMaybe && p.sure == len(p.stream) && p.maxOut == p.outLen()
+}
+
+// outLen is the stdout cat writes for the stdin held: greeting and echo.
+func (p *lproc) outLen() int64 { return int64(len(p.greet) + len(p.stream)) }
+
+// outAt returns the n bytes of stdout at off, or false when cat cannot
+// have written them.
+func (p *lproc) outAt(off, n int64) ([]byte, bool) {
+	if off+n > p.outLen() {
+		return nil, false
+	}
+	out := append(append([]byte(nil), p.greet...), p.stream...)
+	return out[off : off+n], true
 }
 
 // running reports whether cat surely still copies its stdin.
@@ -659,8 +687,8 @@ func (c *lconn) onFrame(f frames.Frame) string {
 			return fmt.Sprintf("stdout of %d bytes", n)
 		case f.Enc != "" && !p.outEnc:
 			return "stdout compressed, not negotiated"
-		case f.Off+n > int64(len(p.stream)) || !bytes.Equal(f.Data, p.stream[f.Off:f.Off+n]):
-			return fmt.Sprintf("stdout at %d is not the stdin sent there", f.Off)
+		case !p.is(f.Off, f.Data):
+			return fmt.Sprintf("stdout at %d is not what cat writes there", f.Off)
 		}
 		c.outEnd += n
 		p.maxOut = max(p.maxOut, c.outEnd)
@@ -696,6 +724,12 @@ func (c *lconn) onFrame(f frames.Frame) string {
 		return fmt.Sprintf("%s is not a server frame", f.Type())
 	}
 	return ""
+}
+
+// is reports whether stdout data at off is what cat writes there.
+func (p *lproc) is(off int64, data []byte) bool {
+	want, ok := p.outAt(off, int64(len(data)))
+	return ok && bytes.Equal(data, want)
 }
 
 // onAnswer checks the answer to a signal asked on c.
@@ -978,6 +1012,8 @@ func (l *life) open(inst, key int, b, c byte) {
 		}
 	}
 	switch b >> 3 % 4 {
+	case 1:
+		f.Request.Executable = "greet"
 	case 2:
 		f.Request.Executable = "nosig"
 	case 3:
@@ -1007,10 +1043,10 @@ func (l *life) open(inst, key int, b, c byte) {
 		cn.want = websocket.StatusProtocolError
 	case ks != nil && ks.tomb == yes:
 		wantErr = &frames.Error{Code: frames.LifecycleConflict, Operation: "open_process", Expected: "running", Actual: "process_destroyed"}
-	case cur != nil && key >= 0 && cur.key == key && cur.sure == 0 && len(cur.stream) == 0:
+	case cur != nil && key >= 0 && cur.key == key && cur.sure == 0 && len(cur.stream) == 0 && cur.acked == 0:
 		cn.p, cn.reopen = cur, true
 	case cur != nil:
-		if key >= 0 && cur.key == key && cur.sure == 0 {
+		if key >= 0 && cur.key == key && cur.sure == 0 && cur.acked == 0 {
 			cn.wantAny = true // stdin cut off: opened again, or already open
 			cn.p, cn.reopen = cur, true
 		} else {
@@ -1023,6 +1059,9 @@ func (l *life) open(inst, key int, b, c byte) {
 	}
 	if cn.p == nil && !badHeader && wantErr == nil {
 		fresh = &lproc{n: len(l.procs), inst: inst, key: key, nosig: f.Request.Executable == "nosig", eofAt: -1, sigs: map[int64]frames.Frame{}}
+		if f.Request.Executable == "greet" {
+			fresh.greet = greeting
+		}
 		cn.p = fresh
 	}
 	if wantErr != nil {
@@ -1753,11 +1792,11 @@ func (l *life) stdin(cn *lconn, b, c byte) {
 	p.stream = append(p.stream, data...)
 	p.sure = len(p.stream)
 	if p.running() {
-		end := int64(len(p.stream))
+		end := p.outLen()
 		l.require(cn.await("the echo", func() bool { return cn.outEnd >= end }), "%s ended before the echo", cn.name)
 	} else if p.sigMaybe && p.exit == nil {
 		// A signal cut off may kill cat before it echoes.
-		l.require(cn.await("the echo or the exit", func() bool { return cn.outEnd >= int64(len(p.stream)) || cn.exit != nil }), "%s ended before the echo", cn.name)
+		l.require(cn.await("the echo or the exit", func() bool { return cn.outEnd >= p.outLen() || cn.exit != nil }), "%s ended before the echo", cn.name)
 	} else {
 		l.require(cn.sync(), "%s ended after stdin", cn.name)
 	}
@@ -1870,6 +1909,11 @@ func sameAnswer(got, want frames.Frame) bool {
 func (l *life) ack(cn *lconn, b byte) {
 	l.t.Helper()
 	p := cn.p
+	if p.running() {
+		// All the stdout cat wrote (the greeting, the echo) first.
+		end := p.outLen()
+		l.require(cn.await("stdout before an ack", func() bool { return cn.outEnd >= end }), "%s ended before its stdout", cn.name)
+	}
 	v := cn.outEnd
 	switch b % 4 {
 	case 1:
@@ -1879,7 +1923,7 @@ func (l *life) ack(cn *lconn, b byte) {
 		v = p.acked - 1
 		cn.want = websocket.StatusProtocolError
 	case 2:
-		v = int64(len(p.stream)) + 1 + int64(b>>4)
+		v = p.outLen() + 1 + int64(b>>4)
 		cn.want = websocket.StatusProtocolError
 	}
 	if v < p.acked {
@@ -2021,6 +2065,22 @@ func (l *life) check() {
 	}
 	ps := l.procStats()
 	l.require(ps.n == l.liveCount(), "Stats lists %d processes, the model %d", ps.n, l.liveCount())
+	// The memory budget holds each live process's windows (Config.MaxMemory)
+	// and nothing else: no first frame is being read now, and nothing leaks
+	// from one process, connection or input to the next.
+	want, exact := int64(0), true
+	for _, p := range l.live {
+		switch {
+		case p == nil:
+		case p.opened == nil:
+			exact = false
+		default:
+			want += p.opened.StdoutWindow + p.opened.StdinLimit + p.opened.StderrWindow
+		}
+	}
+	if st := l.e.srv.Stats(); exact {
+		l.require(st.Memory == want, "Stats.Memory %d, the windows of the live processes %d", st.Memory, want)
+	}
 	l.require(int(l.e.exec.live.Load()) == l.liveCount(), "%d children run, the model has %d processes", l.e.exec.live.Load(), l.liveCount())
 	for i, p := range l.live {
 		if p == nil {
@@ -2099,6 +2159,10 @@ func lifeSeeds() [][]byte {
 		// A keyed open, stdin_close at 0, the connection cut, opened again:
 		// the replay holds stdout_eof and the exit.
 		s(stepOpen, keyed0, 0, 0, stepStdinClose, 0, 0, 0, stepCut, 0, 0, 0, stepReopen, 0, 0, 0),
+		// A greeter: opened again with its greeting replayed, until an
+		// ack of it shows the client had opened: then already open.
+		s(stepOpen, keyed0, 1<<3, 0, stepReopen, 0, 0, 0, stepAck, 0, 0, 0, stepReopen, 0, 0, 0, stepResume, 0, 2, 0),
+		s(stepOpen, keyed0, 1<<3|3, 0, stepCut, 0, 0, 0, stepReopen, 0, 0, 0, stepStdin, 0, 4|8, 2, stepSignal, 0, 1, 0),
 		// Destroy by key with nothing under it, then an open with the key.
 		s(stepDestroyKey, dk(0, 0), 0, 0, stepOpen, keyed0, 0, 0),
 		// Destroy by key of a live process, then the open again, the
