@@ -1791,7 +1791,11 @@ func (l *life) stdin(cn *lconn, b, c byte) {
 	}
 	p.stream = append(p.stream, data...)
 	p.sure = len(p.stream)
-	if p.running() {
+	if c&0x40 != 0 {
+		// A signal right behind it, before cat echoed it: the signal
+		// waits for the echo (checked in signal).
+		l.signal(cn, (c>>4)<<3&0x18, 0)
+	} else if p.running() {
 		end := p.outLen()
 		l.require(cn.await("the echo", func() bool { return cn.outEnd >= end }), "%s ended before the echo", cn.name)
 	} else if p.sigMaybe && p.exit == nil {
@@ -1889,6 +1893,12 @@ func (l *life) signal(cn *lconn, b, c byte) {
 		// cat dies of it: stdout_eof, then the exit.
 		l.require(cn.await("the exit after the signal", func() bool { return cn.exit != nil }), "%s ended before the exit", cn.name)
 		l.require(cn.exit.Signal == string(name) || !fresh, "%s: killed by %s, exit %+v", cn.name, name, cn.exit)
+		if fresh && p.sure == len(p.stream) {
+			// Delivered after every stdin byte before it was written
+			// (PROTOCOL.md §5): cat echoed all of it before it died.
+			l.require(cn.eof && p.eofAt == p.outLen(), "%s: signal %d killed cat at stdout %d, stdin before it %d bytes (+%d greeting)",
+				cn.name, id, p.eofAt, len(p.stream), len(p.greet))
+		}
 	}
 }
 
@@ -2186,6 +2196,9 @@ func lifeSeeds() [][]byte {
 		s(stepOpen, 0, 7, 0, stepStdin, 0, 4, 5|8),
 		// A child whose signals fail: error.id, and the same answer again.
 		s(stepOpen, 0, 2<<3, 0, stepSignal, 0, 0, 0, stepSignal, 0, 4, 0, stepStdin, 0, 3, 0, stepStdinClose, 0, 0, 0, stepSignal, 0, 0, 0),
+		// A signal right after stdin not yet echoed: delivered after it.
+		s(stepOpen, 0, 0, 0, stepStdin, 0, 4|0xf8, 0x40, stepSignal, 0, 0, 0),
+		s(stepOpen, 0, 1<<3, 0, stepStdin, 0, 0xf8, 0x40, stepStdin, 0, 4|0xf8, 0x40, stepSignal, 0, 8, 0),
 		// Signals cut off, then resumed and asked again.
 		s(stepOpen, 0, 0, 0, stepStdin, 0, 8, 0, stepSignal, 0, 0, 0x80, stepResume, 0, 0, 0, stepSignal, 0, 4, 0, stepSignal, 0, 7, 0),
 		// Stdin cut off after sending, then resumed.
