@@ -28,14 +28,17 @@ import (
 // FuzzServerLifecycle drives one in-process server.Server through a
 // sequence of connections, each input a small program (see life.step):
 // opens with and without open_key (repeated keys, reused instances,
-// compression offered or not, a child whose signals fail, a start that
-// fails), resumes with fuzzed tokens and offsets, first-frame destroys by
-// process_id+token and by instance_id+open_key (and malformed ones), and,
-// inside sessions, stdin raw and s2-compressed (valid, corrupt, not
-// negotiated), signals with fresh, repeated and old ids, acks, stdin_close
-// and destroys; cuts come between steps, right after a frame was sent, and
-// inside a first frame or a stdin frame sent in fragments. The routing
-// headers are right, absent or wrong.
+// compression offered or not, a child whose signals fail, one that greets
+// before reading, a start that fails), resumes with fuzzed tokens and
+// offsets, first-frame destroys by process_id+token and by
+// instance_id+open_key (and malformed ones), races (the same open twice, an
+// open and a destroy by its key, the first open held in Start, its
+// connection cut meanwhile) and, inside sessions, stdin raw and
+// s2-compressed (valid, corrupt, not negotiated), signals with fresh,
+// repeated and old ids, right behind stdin or not, acks, stdin_close and
+// destroys naming the process or not; cuts come between steps, right after
+// a frame was sent, and inside a first frame or a stdin frame sent in
+// fragments. The routing headers are right, absent or wrong.
 //
 // A model of every process (its instance, key, token, stdin, exit, signal
 // answers) predicts each answer; what a cut leaves uncertain is settled
@@ -48,7 +51,7 @@ import (
 //     of reason, or stays usable; never 1011;
 //   - Stats lists exactly the live processes of the model, at most one per
 //     instance, each attached as the model says; the executor runs as many
-//     children;
+//     children; the memory budget holds exactly their windows;
 //   - an open repeating a live process's instance and open_key answers
 //     opened for the same process (id, token, evidence, windows,
 //     encodings) and replays it, or process_already_open once a client
@@ -59,7 +62,8 @@ import (
 //     process_destroyed and starts nothing;
 //   - a signal is answered once per ask, with its id: delivered then its
 //     exit, already_exited, or the signal_failed error with error.id, and a
-//     repeated id gets the answer recorded for it;
+//     repeated id gets the answer recorded for it; a delivered signal came
+//     after every stdin byte sent before it was echoed;
 //   - afterwards no connection, process, child or goroutine is left.
 //
 // Children are catProcesses (in memory, no fork), so an execution is a few
@@ -1533,6 +1537,7 @@ func (l *life) race(inst, key int, b byte) {
 		f.Request.Executable = "slow" + f.Request.Executable
 	}
 	p := &lproc{n: len(l.procs), inst: inst, key: key, eofAt: -1, sigs: map[int64]frames.Frame{}}
+	var w *lconn // a third connection repeating the open
 	x := l.dial(l.insts[inst], "")
 	y := l.dial(l.insts[inst], "")
 	x.first, x.p = frames.TypeOpen, p
@@ -1568,6 +1573,12 @@ func (l *life) race(inst, key int, b byte) {
 			l.e.admitted.Store(&admitted)
 		}
 		y.send(frames.Append(nil, second))
+		if destroy && b&16 != 0 {
+			// The open again, while the first still starts.
+			w = l.dial(l.insts[inst], "")
+			w.first, w.p, w.want = frames.TypeOpen, p, websocket.StatusNormalClosure
+			w.send(frames.Append(nil, f))
+		}
 		if destroy {
 			// Nothing tells when the destroy is read: a connection's
 			// round trip through the server gives it the time.
@@ -1640,6 +1651,9 @@ func (l *life) race(inst, key int, b byte) {
 
 	// The open and the destroy by its key: each ends with 1000, nothing
 	// is left, and the key is destroyed.
+	notFound := &frames.Error{Code: frames.LifecycleConflict, Operation: "destroy_process", Actual: "process_not_found"}
+	refused := &frames.Error{Code: frames.LifecycleConflict, Operation: "open_process", Expected: "running", Actual: "process_destroyed"}
+	failed := &frames.Error{Code: frames.OperationFailed, Operation: "open_process", Reason: "executable_not_found"}
 	x.want, y.want = websocket.StatusNormalClosure, websocket.StatusNormalClosure
 	if cutFirst {
 		x.awaitServed()
@@ -1647,12 +1661,18 @@ func (l *life) race(inst, key int, b byte) {
 		x.awaitEnd("the end of the open racing a destroy")
 	}
 	y.awaitEnd("the end of the destroy racing an open")
+	if w != nil {
+		// Refused, or opened and then destroyed: never another process.
+		w.awaitEnd("the end of an open repeated while it started")
+		ew, _ := w.hello.(*frames.Error)
+		_, wo := w.hello.(*frames.Opened)
+		l.require(wo && w.destroyed && w.exit != nil || ew != nil && (sameError(ew, refused) || fails && sameError(ew, failed)),
+			"%s: an open repeated while a destroy by its key raced it answered %T %+v", w.name, w.hello, ew)
+	}
 	ex, _ := x.hello.(*frames.Error)
 	ey, _ := y.hello.(*frames.Error)
 	_, opened := x.hello.(*frames.Opened)
-	notFound := &frames.Error{Code: frames.LifecycleConflict, Operation: "destroy_process", Actual: "process_not_found"}
-	refused := &frames.Error{Code: frames.LifecycleConflict, Operation: "open_process", Expected: "running", Actual: "process_destroyed"}
-	failed := &frames.Error{Code: frames.OperationFailed, Operation: "open_process", Reason: "executable_not_found"}
+
 	switch {
 	case ey != nil:
 		l.require(sameError(ey, notFound), "%s: a destroy racing an open answered %+v", y.name, ey)
@@ -1978,12 +1998,23 @@ func (l *life) innerDestroy(cn *lconn, b, c byte) {
 	l.t.Helper()
 	p := cn.p
 	f := &frames.Destroy{}
-	switch b % 4 {
+	switch b % 8 {
 	case 1:
 		f.ProcessID, f.Token = p.id, p.token
 	case 2:
 		if p.key >= 0 {
 			f.InstanceID, f.OpenKey = l.insts[p.inst], l.keys[p.key]
+		}
+	case 4: // a key that did not open it
+		f.InstanceID, f.OpenKey = l.insts[p.inst], l.keys[(p.key+1)%lifeKeys]
+		cn.want = websocket.StatusProtocolError
+	case 5: // its id with another token
+		f.ProcessID, f.Token = p.id, strings.Repeat("cd", 32)
+		cn.want = websocket.StatusProtocolError
+	case 6: // its key on another instance
+		if p.key >= 0 {
+			f.InstanceID, f.OpenKey = l.insts[(p.inst+1)%lifeInstances], l.keys[p.key]
+			cn.want = websocket.StatusProtocolError
 		}
 	case 3:
 		for _, o := range l.procs {
@@ -2073,6 +2104,7 @@ func (l *life) check() {
 	if p := l.e.exec.bad.Load(); p != nil {
 		l.fail("the server misused a process: %s", *p)
 	}
+	l.require(l.e.srv.Stats().Tombstones <= lifeMaxTombstones, "%d tombstones kept, at most %d", l.e.srv.Stats().Tombstones, lifeMaxTombstones)
 	ps := l.procStats()
 	l.require(ps.n == l.liveCount(), "Stats lists %d processes, the model %d", ps.n, l.liveCount())
 	// The memory budget holds each live process's windows (Config.MaxMemory)
@@ -2220,6 +2252,7 @@ func lifeSeeds() [][]byte {
 		// Inner destroys naming the process by id, by key, another one.
 		s(stepOpen, keyed0, 0, 0, stepOpen, oa(2, -1), 0, 0, stepInnerDestroy, 0, 3, 0, stepInnerDestroy, 0, 2, 0),
 		s(stepOpen, keyed0, 0, 0, stepOpen, oa(2, 2), 0, 0, stepInnerDestroy, 1, 1, 0, stepInnerDestroy, 0, 0, 0x80),
+		s(stepOpen, keyed0, 0, 0, stepInnerDestroy, 0, 4, 0, stepResume, 0, 0, 0, stepInnerDestroy, 0, 5, 0, stepReopen, 0, 0, 0, stepInnerDestroy, 0, 6, 0),
 		// The same key on two instances; instances reused after a destroy.
 		s(stepOpen, oa(0, 1), 0, 0, stepOpen, oa(1, 1), 0, 0, stepDestroyKey, dk(0, 1), 0, 0, stepOpen, oa(0, 2), 0, 0, stepOpen, oa(0, 1), 0, 0, stepDestroyKey, dk(1, 1), 0, 0, stepOpen, oa(1, -1), 0, 0),
 		// Acks: backwards, beyond; stdin_close elsewhere; stdin after close.
@@ -2233,6 +2266,7 @@ func lifeSeeds() [][]byte {
 		s(stepRace, dk(2, 1), 3, 0, stepOpen, oa(2, 1), 0, 0),
 		s(stepRace, dk(0, 0), 4, 0, stepRace, dk(1, 1), 5, 0, stepRace, dk(2, 2), 7, 0, stepInnerDestroy, 0, 0, 0),
 		s(stepRace, dk(0, 0), 12, 0, stepRace, dk(1, 1), 13, 0, stepStdin, 0, 8, 0),
+		s(stepRace, dk(0, 0), 16|5, 0, stepRace, dk(1, 1), 16|7, 0, stepRace, dk(2, 2), 16|13, 0),
 		// Signal id 0; a normal close and a cut.
 		s(stepOpen, 0, 0, 0, stepSignal, 0, 6, 0),
 		s(stepOpen, 0, 0, 0, stepCut, 0, 1, 0, stepResume, 0, 0, 0),
