@@ -375,3 +375,43 @@ func TestEarlierServerSkips(t *testing.T) {
 		require.Contains(t, c.Detail, "does not implement")
 	}
 }
+
+// TestCreditBeforeTheLastStdout: a conforming order the stdin-credit case
+// once missed. The server's credit may come while the case still waits for
+// the child's stdout (the child reads its stdin as soon as it wrote it),
+// and then nothing more comes; the case must see the credit it already
+// has. The proxy makes that order certain: it holds the last stdout frame
+// back until a credit past the window has passed, and passes no credit
+// after it (as if that one had granted everything at once).
+func TestCreditBeforeTheLastStdout(t *testing.T) {
+	const holdFill = 2<<20 + 16<<10 // the hold script's stdout
+	var mu sync.Mutex
+	var held *frames.Stdout
+	granted := false
+	url := brokenServer(t, fault{toClient: func(_ *proxyConn, f frames.Frame) []frames.Frame {
+		mu.Lock()
+		defer mu.Unlock()
+		switch f := f.(type) {
+		case *frames.Stdout:
+			if f.Off+int64(len(f.Data)) == holdFill {
+				held = &frames.Stdout{Off: f.Off, Data: append([]byte(nil), f.Data...), Enc: f.Enc}
+				return []frames.Frame{} // later
+			}
+		case *frames.Credit:
+			switch {
+			case granted:
+				return []frames.Frame{}
+			case held != nil && f.StdinLimit > 1<<20:
+				out := []frames.Frame{f, held}
+				held, granted = nil, true
+				return out
+			}
+		}
+		return nil
+	}})
+	rep := runAgainst(t, url, "stdin-credit")
+	require.True(t, rep.OK(), "%s: %s", rep.Cases[0].Name, rep.Cases[0].Detail)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Nil(t, held, "the last stdout was sent on")
+}

@@ -75,7 +75,7 @@ func caseOpenKeyRepeat(ctx context.Context, t *T) {
 	inst, key := t.instance(), randomKey()
 	req := t.sh("printf abc; exec cat")
 	p1, o1 := t.openKeyed(ctx, inst, key, req)
-	t.await(ctx, p1, "the child's abc", func(frames.Frame) bool { return p1.stdoutEnd >= 3 })
+	t.awaitState(ctx, p1, "the child's abc", func() bool { return p1.stdoutEnd >= 3 })
 	p1.cut() // opened may as well have been lost: nothing acknowledged it
 
 	p2, a := t.first(ctx, &frames.Open{InstanceID: inst, Request: req, OpenKey: key}, nil, "open.open_key")
@@ -84,7 +84,7 @@ func caseOpenKeyRepeat(ctx context.Context, t *T) {
 		t.Fatalf("an open repeating instance_id and open_key of a live process answered %s, expected opened for process %s", show(a), o1.ProcessID)
 	}
 	t.sameOpened(o1, o2)
-	t.await(ctx, p2, "the replay from 0", func(frames.Frame) bool { return p2.stdoutEnd >= 3 })
+	t.awaitState(ctx, p2, "the replay from 0", func() bool { return p2.stdoutEnd >= 3 })
 	if string(p2.stdout) != "abc" {
 		t.Fatalf("the repeated open replayed %q, the child printed \"abc\"", p2.stdout)
 	}
@@ -94,7 +94,7 @@ func caseOpenKeyRepeat(ctx context.Context, t *T) {
 	if err := p2.send(ctx, &frames.Stdin{Off: 0, Data: []byte("x")}); err != nil {
 		t.Fatalf("stdin: %v", err)
 	}
-	t.await(ctx, p2, "cat's echo", func(frames.Frame) bool { return p2.stdoutEnd >= 4 })
+	t.awaitState(ctx, p2, "cat's echo", func() bool { return p2.stdoutEnd >= 4 })
 	for _, k := range []struct{ what, key string }{{"the same open_key, after stdin", key}, {"another open_key", randomKey()}} {
 		g, a := t.first(ctx, &frames.Open{InstanceID: inst, Request: req, OpenKey: k.key}, nil, "open.open_key")
 		if o, ok := a.(*frames.Opened); ok {
@@ -237,7 +237,7 @@ func caseRoutingHeaders(ctx context.Context, t *T) {
 	if err := p.send(ctx, &frames.Stdin{Off: 0, Data: []byte("still\n")}); err != nil {
 		t.Fatalf("stdin: %v", err)
 	}
-	t.await(ctx, p, "cat's echo after the refused connections", func(frames.Frame) bool { return string(p.stdout) == "still\n" })
+	t.awaitState(ctx, p, "cat's echo after the refused connections", func() bool { return string(p.stdout) == "still\n" })
 
 	// Headers that agree are accepted.
 	q, _ := t.resumeWith(ctx, o, p.stdoutEnd, dialOptions{header: good})

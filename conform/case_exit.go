@@ -63,7 +63,7 @@ func caseExitSignals(ctx context.Context, t *T) {
 
 // awaitReady waits for a child's "ready" line.
 func (t *T) awaitReady(ctx context.Context, p *peer) {
-	t.await(ctx, p, `the child's "ready"`, func(frames.Frame) bool { return bytes.HasPrefix(p.stdout, []byte("ready\n")) })
+	t.awaitState(ctx, p, `the child's "ready"`, func() bool { return bytes.HasPrefix(p.stdout, []byte("ready\n")) })
 }
 
 func caseSignalAnswers(ctx context.Context, t *T) {
@@ -81,10 +81,10 @@ func caseSignalAnswers(ctx context.Context, t *T) {
 		}
 	}
 	ask(1, frames.SIGTERM, frames.SignalDelivered)
-	t.await(ctx, p, "the child's first \"term\"", func(frames.Frame) bool { return count() >= 1 })
+	t.awaitState(ctx, p, "the child's first \"term\"", func() bool { return count() >= 1 })
 	ask(1, frames.SIGTERM, frames.SignalDelivered) // a repeat: answered, not delivered
 	ask(2, frames.SIGTERM, frames.SignalDelivered)
-	t.await(ctx, p, "the child's second \"term\"", func(frames.Frame) bool { return count() >= 2 })
+	t.awaitState(ctx, p, "the child's second \"term\"", func() bool { return count() >= 2 })
 	exit := t.signalAndExit(ctx, p, 3, frames.SIGKILL)
 	t.checkExit("the shell after SIGKILL", exit, wantSignal("SIGKILL"))
 	if count() != 2 {

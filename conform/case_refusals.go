@@ -34,7 +34,7 @@ func caseLineLimits(ctx context.Context, t *T) {
 	if err := p.send(ctx, &frames.Stdin{Off: 0, Data: []byte("alive\n")}); err != nil {
 		t.Fatalf("stdin: %v", err)
 	}
-	t.await(ctx, p, "cat's echo after a frame of exactly MaxLine bytes", func(frames.Frame) bool { return string(p.stdout) == "alive\n" })
+	t.awaitState(ctx, p, "cat's echo after a frame of exactly MaxLine bytes", func() bool { return string(p.stdout) == "alive\n" })
 
 	for _, c := range []struct {
 		what string

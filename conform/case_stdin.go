@@ -35,7 +35,7 @@ const maxStdinSent = 16 << 20
 // release reads and acknowledges the hold script's stdout, so that it goes
 // on to read its stdin.
 func (t *T) release(ctx context.Context, p *peer) {
-	t.await(ctx, p, fmt.Sprintf("the child's %d bytes of stdout", holdFill), func(frames.Frame) bool { return p.stdoutEnd >= holdFill })
+	t.awaitState(ctx, p, fmt.Sprintf("the child's %d bytes of stdout", holdFill), func() bool { return p.stdoutEnd >= holdFill })
 }
 
 // settle takes in the frames the server sent within d, without
@@ -78,7 +78,7 @@ func caseStdinCredit(ctx context.Context, t *T) {
 	// takes stdin up to the limit whatever the child does.
 	off := t.sendStdin(ctx, p, 0, n, o.MaxData)
 	t.release(ctx, p)
-	t.await(ctx, p, fmt.Sprintf("credit past %d once the child read", off), func(frames.Frame) bool { return p.limit > off })
+	t.awaitState(ctx, p, fmt.Sprintf("credit past %d once the child read", off), func() bool { return p.limit > off })
 	extra := min(p.limit-off, 100_000)
 	off = t.sendStdin(ctx, p, off, extra, o.MaxData)
 	if err := p.send(ctx, &frames.StdinClose{Off: off}); err != nil {

@@ -79,7 +79,7 @@ func caseReplayCut(ctx context.Context, t *T) {
 	// Cut 1: before reading anything.
 	p.cut()
 	p, _ = t.resume(ctx, o, 0)
-	t.await(ctx, p, "3000 bytes of stdout", func(frames.Frame) bool { return p.stdoutEnd >= 3000 })
+	t.awaitState(ctx, p, "3000 bytes of stdout", func() bool { return p.stdoutEnd >= 3000 })
 	t.checkContent(p, want)
 
 	// Cut 2: mid-frame, between the ack and what was received.
@@ -122,7 +122,7 @@ func caseReplayGap(ctx context.Context, t *T) {
 	const n = 10000
 	want := lines(n)
 	p, o := t.open(ctx, t.instance(), t.sh(linesScript(n)), openOptions{stdoutWindow: 1 << 20})
-	t.await(ctx, p, "20000 bytes of stdout", func(frames.Frame) bool { return p.stdoutEnd >= 20000 })
+	t.awaitState(ctx, p, "20000 bytes of stdout", func() bool { return p.stdoutEnd >= 20000 })
 	if p.acked < 16384 {
 		if err := p.send(ctx, &frames.Ack{Stdout: 16384}); err != nil {
 			t.Fatalf("ack: %v", err)

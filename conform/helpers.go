@@ -208,6 +208,16 @@ func (t *T) await(ctx context.Context, p *peer, what string, pred func(frames.Fr
 	}
 }
 
+// awaitState reads until cond holds, which it may already: a frame read
+// by an earlier wait may have made it true (a credit that came while the
+// case waited for stdout), and nothing more may come.
+func (t *T) awaitState(ctx context.Context, p *peer, what string, cond func() bool) {
+	if cond() {
+		return
+	}
+	t.await(ctx, p, what, func(frames.Frame) bool { return cond() })
+}
+
 // awaitType reads until a frame of type typ.
 func (t *T) awaitType(ctx context.Context, p *peer, typ frames.Type) frames.Frame {
 	return t.await(ctx, p, typ.String(), func(f frames.Frame) bool { return f.Type() == typ })
@@ -228,7 +238,7 @@ func (t *T) awaitExit(ctx context.Context, p *peer) *frames.Exit {
 // order is taken.
 func (t *T) awaitEOFAndExit(ctx context.Context, p *peer) *frames.Exit {
 	if p.eof == nil || p.exit == nil {
-		t.await(ctx, p, "stdout_eof and exit", func(frames.Frame) bool { return p.eof != nil && p.exit != nil })
+		t.awaitState(ctx, p, "stdout_eof and exit", func() bool { return p.eof != nil && p.exit != nil })
 	}
 	return p.exit
 }
