@@ -581,7 +581,10 @@ func (c *lconn) onFrame(f frames.Frame) string {
 		c.hello, c.attached = f, true
 		if !c.reopen {
 			if p.id == "" { // a race: the step learns it here
-				p.id, p.token = f.ProcessID, f.Token
+				p.id = f.ProcessID
+			}
+			if p.token == "" { // a race, where destroyed may have told the id first
+				p.token = f.Token
 			}
 			if f.ProcessID != p.id || f.Token != p.token {
 				return fmt.Sprintf("opened %s, the same open elsewhere opened %s", f.ProcessID, p.id)
@@ -1574,10 +1577,13 @@ func (l *life) race(inst, key int, b byte) {
 		}
 		y.send(frames.Append(nil, second))
 		if destroy && b&16 != 0 {
-			// The open again, while the first still starts.
+			// The open again, while the first still starts: it may take
+			// the process over from the first before the destroy comes
+			// (4001 there), or be refused.
 			w = l.dial(l.insts[inst], "")
 			w.first, w.p, w.want = frames.TypeOpen, p, websocket.StatusNormalClosure
 			w.send(frames.Append(nil, f))
+			x.wantAny = true
 		}
 		if destroy {
 			// Nothing tells when the destroy is read: a connection's
@@ -1680,7 +1686,10 @@ func (l *life) race(inst, key int, b byte) {
 			"%s: an open whose key a destroy found nothing under answered %T %+v", x.name, x.hello, ex)
 	default:
 		l.require(y.destroyed && y.exit != nil && !fails, "%s: a destroy racing an open answered %T, destroyed %v", y.name, y.hello, y.destroyed)
-		l.require(cutFirst || opened && x.destroyed && x.exit != nil || ex != nil && sameError(ex, refused),
+		x.mu.Lock()
+		takenOver := w != nil && websocket.CloseStatus(x.readErr) == 4001
+		x.mu.Unlock()
+		l.require(cutFirst || opened && (x.destroyed && x.exit != nil || takenOver) || ex != nil && sameError(ex, refused),
 			"%s: an open destroyed by its key answered %T %+v, destroyed %v", x.name, x.hello, ex, x.destroyed)
 	}
 	_, listed := l.procStats().byInst[l.insts[inst]]
