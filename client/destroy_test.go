@@ -1,14 +1,12 @@
 package client_test
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -17,7 +15,7 @@ import (
 
 	"github.com/procwire/procwire/client"
 	"github.com/procwire/procwire/frames"
-	"github.com/procwire/procwire/proc"
+	"github.com/procwire/procwire/internal/stubborn"
 	"github.com/procwire/procwire/server"
 )
 
@@ -147,37 +145,12 @@ func liveGroup(t *testing.T, pgid int) []int {
 	return pids
 }
 
-// stubbornExecutor's processes fail their first Destroy, as when a member
-// of the containment outlived SIGKILL's bound.
-type stubbornExecutor struct{ server.Executor }
-
-func (f stubbornExecutor) Start(ctx context.Context, req proc.Request, cfg proc.Config) (server.Process, error) {
-	p, err := f.Executor.Start(ctx, req, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &stubborn{Process: p}, nil
-}
-
-type stubborn struct {
-	server.Process
-	tries atomic.Int32
-}
-
-func (s *stubborn) Destroy() error {
-	if s.tries.Add(1) == 1 {
-		return &proc.SurvivorsError{Containment: "process group 1", Wait: time.Second, Count: 1,
-			Survivors: []proc.Survivor{{Pid: 2, Command: "stubborn"}}}
-	}
-	return s.Process.Destroy()
-}
-
 // A destroy the server could not complete returns its error at once (not
 // after DestroyTimeout), the handle stays usable, and Destroy again tries
 // again on the same connection and settles.
 func TestDestroyFailsThenRetries(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, server.Config{Executor: stubbornExecutor{server.BridgeExecutor{}}})
+	e := newEnv(t, server.Config{Executor: stubborn.Executor{Executor: server.BridgeExecutor{}}})
 	c := ctx(t)
 	p := open(t, e.purl, req("cat"), &client.Options{DestroyTimeout: time.Minute})
 	start := time.Now()
@@ -204,7 +177,7 @@ func TestDestroyFailsThenRetries(t *testing.T) {
 // the process, which still runs, and Destroy again settles.
 func TestDestroyFailsOnANewConnection(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, server.Config{Executor: stubbornExecutor{server.BridgeExecutor{}}})
+	e := newEnv(t, server.Config{Executor: stubborn.Executor{Executor: server.BridgeExecutor{}}})
 	c := ctx(t)
 	p := open(t, e.purl, req("cat"), &client.Options{DestroyTimeout: time.Minute,
 		ReconnectMin: 2 * time.Millisecond, ReconnectMax: 50 * time.Millisecond})

@@ -24,11 +24,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/procwire/procwire/proc"
+	"github.com/procwire/procwire/internal/stubborn"
 	"github.com/procwire/procwire/server"
 )
 
@@ -57,7 +56,7 @@ func run(ctx context.Context, args []string, errw io.Writer, ready chan<- string
 	srv, err := server.New(server.Config{
 		Grace:    *grace,
 		Logger:   log,
-		Executor: stubbornExecutor{server.BridgeExecutor{}},
+		Executor: stubborn.Executor{Executor: server.BridgeExecutor{}},
 	})
 	if err != nil {
 		fmt.Fprintf(errw, "stubbornserve: %v\n", err)
@@ -102,30 +101,4 @@ func run(ctx context.Context, args []string, errw io.Writer, ready chan<- string
 		code = 1
 	}
 	return code
-}
-
-// stubbornExecutor's processes fail their first Destroy.
-type stubbornExecutor struct{ server.Executor }
-
-func (e stubbornExecutor) Start(ctx context.Context, req proc.Request, cfg proc.Config) (server.Process, error) {
-	p, err := e.Executor.Start(ctx, req, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &stubborn{Process: p}, nil
-}
-
-// stubborn answers its first Destroy with a *proc.SurvivorsError without
-// killing anything; later ones destroy the process.
-type stubborn struct {
-	server.Process
-	tries atomic.Int32
-}
-
-func (s *stubborn) Destroy() error {
-	if s.tries.Add(1) == 1 {
-		return &proc.SurvivorsError{Containment: "process group of pid " + fmt.Sprint(s.Pid()), Wait: time.Second, Count: 1,
-			Survivors: []proc.Survivor{{Pid: s.Pid(), Command: "stubborn"}}}
-	}
-	return s.Process.Destroy()
 }
