@@ -19,20 +19,21 @@ const ioChunk = chunk.Size
 
 // pipeReader waits until a pipe is readable, then reads at most max (<=
 // ioChunk) bytes of it into a chunk borrowed from the pool only for that
-// read and passes them to use. A pump waiting on an idle pipe so holds no
-// buffer. One pump owns it; its method value is bound once, so a read
-// allocates nothing.
+// read and passes them to use, with full set when the read took all it
+// asked for (more is likely waiting). A pump waiting on an idle pipe so
+// holds no buffer. One pump owns it; its method value is bound once, so a
+// read allocates nothing.
 type pipeReader struct {
 	f    *os.File
 	rc   syscall.RawConn
-	use  func([]byte)
+	use  func(b []byte, full bool)
 	max  int
 	n    int
 	err  error
 	read func(fd uintptr) bool // r.readFd
 }
 
-func newPipeReader(f *os.File, use func([]byte)) (*pipeReader, error) {
+func newPipeReader(f *os.File, use func(b []byte, full bool)) (*pipeReader, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil, err
@@ -71,7 +72,7 @@ func (r *pipeReader) readFd(fd uintptr) bool {
 		return false // not ready: wait on the poller
 	}
 	if r.n > 0 {
-		r.use(c[:r.n])
+		r.use(c[:r.n], r.n == r.max)
 	}
 	return true
 }
@@ -84,14 +85,18 @@ var testHookStdoutBlocked func()
 // the buffer has room: with a full window the pipe fills and the child blocks.
 func (p *Process) pumpStdout() {
 	defer close(p.stdoutDone)
-	r, err := newPipeReader(p.stdoutR, func(b []byte) {
+	r, err := newPipeReader(p.stdoutR, func(b []byte, full bool) {
 		p.outMu.Lock()
 		// Only this pump appends, and acks only add room, so all fits.
 		if m := p.out.Append(b); m != len(b) {
 			panic(fmt.Sprintf("bridge: stdout buffer took %d of %d bytes with %d room", m, len(b), p.out.Room()+m))
 		}
 		p.outMu.Unlock()
-		p.changed(proc.ChangeOutput)
+		if full {
+			p.changed(proc.ChangeOutput | proc.ChangeMoreOutput)
+		} else {
+			p.changed(proc.ChangeOutput)
+		}
 	})
 	if err != nil {
 		return // only a nil *os.File has none
@@ -137,7 +142,7 @@ func (p *Process) pumpStdout() {
 // for the consumer, so stderr never blocks the child.
 func (p *Process) pumpStderr() {
 	defer close(p.stderrDone)
-	r, err := newPipeReader(p.stderrR, func(b []byte) {
+	r, err := newPipeReader(p.stderrR, func(b []byte, full bool) {
 		p.errMu.Lock()
 		_, _ = p.errRing.Write(b) // never fails: overwrites the oldest
 		p.errMu.Unlock()

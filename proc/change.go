@@ -17,4 +17,10 @@ const (
 	ChangeStdinPushed
 	// ChangeExit: the exit was published.
 	ChangeExit
+	// ChangeMoreOutput, with ChangeOutput: the read that grew stdout took
+	// all it asked for, so more output is likely waiting. A consumer then
+	// leaves the sending to a goroutine of its own, so that reading the
+	// child and sending its output overlap; without it, output arrives a
+	// little at a time and the reader may send it at once.
+	ChangeMoreOutput
 )

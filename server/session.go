@@ -108,7 +108,10 @@ func (s *session) changed(what proc.Change) {
 	switch c := s.att.Load(); {
 	case c == nil:
 	case what == proc.ChangeOutput:
-		c.kick() // from an output pump: it may write itself
+		// From an output pump, and no more output is waiting: it writes
+		// itself (interactive output). A flood goes to the writer, so
+		// that the pump reads on while the writer sends.
+		c.kick()
 	case what&^proc.ChangeStdinPushed != 0:
 		c.wakeUp()
 	}
