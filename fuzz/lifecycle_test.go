@@ -1012,10 +1012,10 @@ func (l *life) open(inst, key int, b, c byte) {
 		f.StdinEnc = "s2"
 	}
 	if b&4 != 0 {
-		f.OutputEnc, f.StdinEnc = "zstd,"+f.OutputEnc+"x", "x9,s2" // unknown names are ignored
-		f.OutputEnc = strings.Replace(f.OutputEnc, "s2x", "s2", 1)
-		if b&1 == 0 {
-			f.OutputEnc = "zstd"
+		// Lists naming encodings the server does not know, which it ignores.
+		f.OutputEnc, f.StdinEnc = "zstd", "x9,s2"
+		if b&1 != 0 {
+			f.OutputEnc = "zstd,s2"
 		}
 	}
 	switch b >> 3 % 4 {
