@@ -110,6 +110,10 @@ func (c *conn) writeLocking(f frames.Frame) error {
 	return c.write(f)
 }
 
+// kickMax is the most unsent stdout a kick sends itself; more is a flood,
+// which the writer sends while the pump reads on.
+const kickMax = 16 << 10
+
 // kick sends what the session has ready from the calling goroutine (a
 // process's output pump, holding no lock) when the writer is idle, without
 // ever waiting on the network: a frame the socket does not take whole stays
@@ -217,6 +221,9 @@ func (c *conn) step() (progressed bool, err error) {
 	v := &c.view
 	v.from, v.max, v.enc = sent, maxData, se.outEnc
 	se.p.Stdout(c.viewStdout)
+	if c.stalled {
+		return false, nil // a kick met a backlog: the writer takes over
+	}
 	n, eofOff, eof, sliceErr := v.n, v.eofOff, v.eof, v.err
 	switch {
 	case sliceErr != nil && c.stopping():
@@ -310,6 +317,10 @@ func (c *conn) stdoutView(b *replay.Buffer) {
 	v := &c.view
 	v.n, v.err = 0, nil
 	v.eofOff, v.eof = b.EOF()
+	if c.nowait && b.End()-v.from > kickMax {
+		c.stalled = true // a backlog: the writer sends it, the pump reads on
+		return
+	}
 	a, _, err := b.Slice(v.from, v.max)
 	if err != nil {
 		v.err = err
