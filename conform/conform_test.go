@@ -27,10 +27,12 @@ func localServer(t *testing.T) string {
 	t.Helper()
 	srv, err := server.New(server.Config{
 		Token: testToken,
-		// Short enough for the timer cases to run, long enough that a
-		// loaded CI machine answers every ping in time.
+		// Short enough for the timer cases to run (at most
+		// conform.SlowThreshold), long enough that a loaded CI machine
+		// answers every ping in time, also while a case writes megabytes
+		// of stdin without reading (a ping waits for its reader).
 		Grace:     3 * time.Second,
-		Heartbeat: 2 * time.Second,
+		Heartbeat: 4 * time.Second,
 		Logger:    slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
