@@ -337,6 +337,22 @@ var faults = []struct {
 		catch: "routing-headers",
 		quote: "names another instance was served, answered {\"type\":\"opened\"",
 	},
+	{
+		// opened says no output encoding, but output comes compressed.
+		name: "compressed output where opened chose none",
+		fault: func() fault {
+			return fault{toClient: func(_ *proxyConn, f frames.Frame) []frames.Frame {
+				if o, ok := f.(*frames.Opened); ok && o.OutputEnc != "" {
+					c := *o
+					c.OutputEnc = ""
+					return []frames.Frame{&c}
+				}
+				return nil
+			}}
+		},
+		catch: "compression",
+		quote: `payload in s2, but opened chose output_enc ""`,
+	},
 }
 
 func TestBrokenServersAreCaught(t *testing.T) {

@@ -109,6 +109,7 @@ func (t *T) dial(ctx context.Context, o dialOptions) *peer {
 // openOptions are the optional fields of an open.
 type openOptions struct {
 	stdoutWindow, stdinWindow int64
+	outputEnc, stdinEnc       string // encodings offered
 }
 
 // open starts a process on instance and returns the connection serving it
@@ -116,7 +117,8 @@ type openOptions struct {
 // executable or did not admit the instance, a failure otherwise.
 func (t *T) open(ctx context.Context, instance string, req frames.ProcessRequest, o openOptions) (*peer, *frames.Opened) {
 	p := t.dial(ctx, dialOptions{})
-	f := &frames.Open{InstanceID: instance, Request: req, StdoutWindow: o.stdoutWindow, StdinWindow: o.stdinWindow}
+	f := &frames.Open{InstanceID: instance, Request: req, StdoutWindow: o.stdoutWindow, StdinWindow: o.stdinWindow,
+		OutputEnc: o.outputEnc, StdinEnc: o.stdinEnc}
 	if err := p.send(ctx, f); err != nil {
 		t.Fatalf("open: %v", err)
 	}

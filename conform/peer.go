@@ -77,6 +77,8 @@ type peer struct {
 	stdout      []byte
 	stderr      []byte
 	hello       frames.Frame // opened or resumed
+	outEnc      string       // the output_enc opened chose ("" after a resume: unknown)
+	compressed  int          // stdout and stderr frames that arrived compressed
 }
 
 // dialOptions says how a peer connects.
@@ -287,6 +289,7 @@ func (p *peer) observe(f frames.Frame) error {
 		}
 		p.hello = f
 		p.window, p.limit, p.maxLimit = f.StdoutWindow, f.StdinLimit, f.StdinLimit
+		p.outEnc = f.OutputEnc
 	case *frames.Resumed:
 		if p.hello != nil {
 			return &deviation{"a second resumed on one connection: " + show(f)}
@@ -310,6 +313,9 @@ func (p *peer) observe(f frames.Frame) error {
 			return &deviation{fmt.Sprintf("stdout past the window: acked %d + stdout_window %d < %d after %s",
 				p.acked, p.window, f.Off+int64(len(f.Data)), show(f))}
 		}
+		if d := p.checkEnc(f.Enc, f); d != nil {
+			return d
+		}
 		p.sawStdout = true
 		p.stdoutEnd += int64(len(f.Data))
 		p.stdout = append(p.stdout, f.Data...)
@@ -322,6 +328,9 @@ func (p *peer) observe(f frames.Frame) error {
 		}
 		p.eof = f
 	case *frames.Stderr:
+		if d := p.checkEnc(f.Enc, f); d != nil {
+			return d
+		}
 		p.stderr = append(p.stderr, f.Data...)
 	case *frames.Exit:
 		if p.exit != nil {
@@ -334,6 +343,19 @@ func (p *peer) observe(f frames.Frame) error {
 	}
 	if f.Type().FromClient() {
 		return &deviation{"the server sent a client frame: " + show(f)}
+	}
+	return nil
+}
+
+// checkEnc counts a compressed output frame, which is a deviation when the
+// opened of this connection chose no output encoding (PROTOCOL.md §9).
+func (p *peer) checkEnc(enc string, f frames.Frame) *deviation {
+	if enc == "" {
+		return nil
+	}
+	p.compressed++
+	if _, opened := p.hello.(*frames.Opened); opened && p.outEnc != enc {
+		return &deviation{fmt.Sprintf("%s payload in %s, but opened chose output_enc %q", f.Type(), enc, p.outEnc)}
 	}
 	return nil
 }
