@@ -16,13 +16,14 @@ import (
 
 // wsConn is one WebSocket connection with its framing buffers.
 type wsConn struct {
-	ws     *websocket.Conn
-	co     *coalesce.Coalescer // batches a message's writes; nil: not ours to batch
-	cancel context.CancelFunc  // ends the context the connection was dialled with
-	dec    frames.Decoder
-	rbuf   []byte // used by the one reader
-	wbuf   []byte // used by whoever holds Process.wmu
-	werr   error  // a write failed; guarded by Process.wmu
+	ws      *websocket.Conn
+	co      *coalesce.Coalescer // batches a message's writes; nil: not ours to batch
+	cancel  context.CancelFunc  // ends the context the connection was dialled with
+	dec     frames.Decoder
+	rbuf    []byte // used by the one reader
+	wbuf    []byte // used by whoever holds Process.wmu
+	werr    error  // a write failed; guarded by Process.wmu
+	tryable bool   // co.CanTry(), fixed once dialled
 }
 
 // dial opens a connection to the server. ctx bounds the handshake only.
@@ -74,7 +75,7 @@ func (p *Process) dial(ctx context.Context, processID string) (*wsConn, error) {
 		return nil, fmt.Errorf("dial %s: server chose subprotocol %q, want %q", p.url, got, frames.Subprotocol)
 	}
 	ws.SetReadLimit(frames.MaxLine)
-	return &wsConn{ws: ws, co: co, cancel: cancel, dec: frames.Decoder{MaxLine: frames.MaxLine}}, nil
+	return &wsConn{ws: ws, co: co, tryable: co.CanTry(), cancel: cancel, dec: frames.Decoder{MaxLine: frames.MaxLine}}, nil
 }
 
 // errHandshakeLost marks a dial whose upgrade request was written and whose

@@ -206,7 +206,7 @@ func (p *Process) flush(ctx context.Context) {
 	for p.dirty.Load() && p.wmu.TryLock() {
 		p.dirty.Store(false)
 		ws := p.cur
-		if ws == nil || ws.werr != nil || !ws.co.CanTry() {
+		if ws == nil || ws.werr != nil || !ws.tryable {
 			p.wmu.Unlock()
 			p.wakeWriter() // or the next connection's writer, which drains first
 			return

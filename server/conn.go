@@ -119,9 +119,14 @@ type conn struct {
 	// The writer's lock: the writer goroutine holds it while it writes,
 	// and a kick takes it when it is free. dirty asks the holder to look
 	// again. co is the connection's write coalescer (nil: not ours).
-	wmu   sync.Mutex
-	dirty atomic.Bool
-	co    *coalesce.Coalescer
+	wmu     sync.Mutex
+	dirty   atomic.Bool
+	co      *coalesce.Coalescer
+	tryable bool // co.CanTry(), fixed once the connection is wrapped
+
+	// stopCloseOnCancel stops the AfterFunc that closes ws when ctx ends
+	// (set before the writer starts).
+	stopCloseOnCancel func() bool
 
 	// Guarded by wmu.
 	wready     bool  // the hello is written: stream frames may follow
@@ -161,6 +166,7 @@ func newConn(s *Server, ws *websocket.Conn, co *coalesce.Coalescer, remote strin
 		hbDone:     make(chan struct{}),
 	}
 	c.viewStdout, c.viewStderr = c.stdoutView, c.stderrView
+	c.tryable = co.CanTry()
 	return c
 }
 
@@ -181,7 +187,7 @@ func (c *conn) serve() {
 	// From here reads and writes take no context (a context with a Done
 	// channel costs an allocation and a registration per message); the
 	// connection's own context ends them by closing it.
-	context.AfterFunc(c.ctx, func() { _ = c.ws.CloseNow() })
+	c.stopCloseOnCancel = context.AfterFunc(c.ctx, func() { _ = c.ws.CloseNow() })
 	go c.writeLoop(log)
 	if attached {
 		st = c.readLoop()
@@ -201,6 +207,7 @@ func (c *conn) finish(st closeStatus) {
 	c.closeWith(st)
 	<-c.writerDone
 	c.abortTimer.Stop()
+	c.stopCloseOnCancel() // closed right below: no goroutine for it
 	c.cancel()
 	_ = c.ws.CloseNow()
 	<-c.hbDone

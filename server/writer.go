@@ -127,7 +127,7 @@ func (c *conn) kick() {
 	c.dirty.Store(true)
 	for c.dirty.Load() && c.wmu.TryLock() {
 		c.dirty.Store(false)
-		if c.wclosed || !c.wready || c.kickErr != nil || !c.co.CanTry() {
+		if c.wclosed || !c.wready || c.kickErr != nil || !c.tryable {
 			c.wmu.Unlock()
 			c.wakeUp()
 			return
