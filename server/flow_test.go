@@ -400,11 +400,12 @@ func TestPeerThatNeverReads(t *testing.T) {
 	})
 }
 
-// A peer that stops reading while its child floods stdout: the output
-// pump, which writes to the connection itself when the writer is idle,
-// never waits on the full socket (what the socket refuses stays pending
-// for the writer), so the window fills behind it and a destroy the peer
-// sends then ends the process at once, with no pump to wait for.
+// A peer that stops reading while its child floods stdout: the window
+// fills and a destroy the peer sends then ends the process at once. (That
+// the output pump never waits on a full socket is shown by
+// internal/coalesce's TestReleaseNoWaitKeepsWhatTheSocketRefuses: here the
+// stall falls on the writer goroutine, as a flood goes to it, and loopback
+// buffers take the window, so this case passes with a blocking pump too.)
 func TestDestroyWhilePeerStopsReading(t *testing.T) {
 	h := newHarness(t, Config{Heartbeat: -1})
 	p := h.dial()
