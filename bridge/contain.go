@@ -343,16 +343,24 @@ func (g *cgroup) populated() (bool, error) {
 // reports whether it is empty. It wakes on the inotify event the kernel
 // raises when cgroup.events changes; since the kernel delivers that event
 // through a work queue and rate-limits it (tens of milliseconds on a busy
-// machine), it also re-reads the file after 1, 2, 4 … 64 ms.
+// machine), it also re-reads the file after 1, 2, 4 … 64 ms. Without an
+// inotify instance (fs.inotify.max_user_instances, 128 by default, is
+// reached when many destroys run at once) it re-reads on that backoff
+// alone: a destroy never fails for want of a notification.
 func (g *cgroup) waitEmpty(deadline time.Time) (bool, error) {
-	in, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-	if err != nil {
-		return false, fmt.Errorf("inotify: %w", err)
+	var f *os.File // nil: poll
+	if in, err := inotifyInit(unix.IN_NONBLOCK | unix.IN_CLOEXEC); err == nil {
+		f = os.NewFile(uintptr(in), "inotify") // on the poller
+		defer f.Close()
+		if _, err := unix.InotifyAddWatch(in, filepath.Join(g.dir, "cgroup.events"), unix.IN_MODIFY); err != nil {
+			f.Close()
+			f = nil
+		}
 	}
-	f := os.NewFile(uintptr(in), "inotify") // on the poller
-	defer f.Close()
-	if _, err := unix.InotifyAddWatch(in, filepath.Join(g.dir, "cgroup.events"), unix.IN_MODIFY); err != nil {
-		return false, fmt.Errorf("inotify: %w", err)
+	var timer *time.Timer
+	if f == nil {
+		timer = time.NewTimer(time.Hour)
+		defer timer.Stop()
 	}
 	buf := make([]byte, 4096)
 	for backoff := time.Millisecond; ; backoff = min(2*backoff, 64*time.Millisecond) {
@@ -368,6 +376,11 @@ func (g *cgroup) waitEmpty(deadline time.Time) (bool, error) {
 		if deadline.Before(wake) {
 			wake = deadline
 		}
+		if f == nil {
+			timer.Reset(time.Until(wake))
+			<-timer.C
+			continue
+		}
 		if err := f.SetReadDeadline(wake); err != nil {
 			return false, err
 		}
@@ -376,6 +389,10 @@ func (g *cgroup) waitEmpty(deadline time.Time) (bool, error) {
 		}
 	}
 }
+
+// inotifyInit is unix.InotifyInit1; a test makes it fail as when the
+// instances run out.
+var inotifyInit = unix.InotifyInit1
 
 // remove removes the cgroup and any cgroup its processes created in it,
 // deepest first. It fails while a process is left in one.

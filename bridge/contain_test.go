@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // eachContainment runs fn under every kind of containment this machine
@@ -300,4 +301,19 @@ func TestCgroupsOfADeadServerAreEnded(t *testing.T) {
 	_, err = os.Stat(stale)
 	require.ErrorIs(t, err, os.ErrNotExist)
 	require.NoError(t, p.Destroy())
+}
+
+// With no inotify instance left (fs.inotify.max_user_instances reached, as
+// when a thousand destroys run at once), a cgroup's destroy still waits
+// for it to empty, by re-reading cgroup.events, and succeeds.
+func TestCgroupDestroyWithoutInotify(t *testing.T) {
+	c, err := NewContainment(ContainOptions{Kind: ContainCgroup})
+	if err != nil {
+		t.Skipf("this machine does not allow a cgroup: %v", err)
+	}
+	inotifyInit = func(int) (int, error) { return -1, syscall.EMFILE }
+	t.Cleanup(func() { inotifyInit = unix.InotifyInit1 })
+	p, mark := startEscape(t, c, escapes["setsid"], &Config{ExitWait: 50 * time.Millisecond})
+	require.NoError(t, p.Destroy())
+	require.Empty(t, markedAlive(mark), "survivors of destroy")
 }
