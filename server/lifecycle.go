@@ -370,7 +370,8 @@ func (s *Server) resume(c *conn, f *frames.Resume) (st closeStatus, ok bool) {
 }
 
 // takeOver attaches c to se, taking it from its current connection (closed
-// with 4001), and has c replay stdout from stdoutFrom and stderr from
+// with 4001) unless that one was accepted after c (then c is closed with
+// 4001), and has c replay stdout from stdoutFrom and stderr from
 // stderrFrom (or the oldest byte held). op says what c asked for: a resume
 // is answered resumed; a repeated open (opOpen) opened, and only while no
 // client has shown it received the first opened.
@@ -395,6 +396,15 @@ func (s *Server) takeOver(c *conn, se *session, op string, stdoutFrom, stderrFro
 		stdoutEnd = b.End()
 		_, eof = b.EOF()
 	})
+	if old := se.attached; old != nil && old.seq > c.seq {
+		// A connection accepted after c holds the process: c's frame,
+		// though read later, was sent earlier (a client's attempt on a
+		// connection it has since given up, its frame still buffered
+		// here). Taking over would close the live connection for a dead
+		// one.
+		se.mu.Unlock()
+		return c.refuseStatus(refuseStale, closeStatus{code: statusResumedElsewhere, reason: "attached to a newer connection"}), false
+	}
 	if op == opOpen && (acked || se.recv.Received() > 0) {
 		// A client acknowledged stdout or sent stdin: it received opened
 		// and holds the token. A repeated open is not how it gets back.

@@ -19,6 +19,7 @@ const (
 	refuseShutdown     = "server_shutdown"  // the server is shutting down
 	refuseSubprotocol  = "no_subprotocol"   // procwire.v1 not negotiated (1002)
 	refuseRouting      = "routing_mismatch" // routing header against the first frame (1002)
+	refuseStale        = "stale_connection" // open or resume from a connection older than the attached one (4001)
 	refuseConnections  = "max_connections"  // Config.MaxConnections reached (503)
 )
 

@@ -560,3 +560,40 @@ func TestShutdownDuringAdmit(t *testing.T) {
 	require.Less(t, took, closeTimeout/2, "Shutdown waited for Admit")
 	require.Empty(t, h.srv.Stats().Processes)
 }
+
+// A stale first frame, an open or a resume read from a connection the
+// server accepted before the one the process is attached to (a client's
+// attempt on a connection it has since given up, its frame still buffered
+// here while the attempt after it got through), takes nothing over: it is
+// closed with 4001, and the newer connection goes on driving the process.
+// Found by the client's TestOpenCutAtEveryOffset under load.
+func TestStaleConnectionTakesNothingOver(t *testing.T) {
+	h := newHarness(t, Config{})
+	for _, op := range []string{"open", "resume"} {
+		t.Run(op, func(t *testing.T) {
+			inst, key := "stale-"+op, newKey()
+			older := h.dial()
+			var newer *peer
+			if op == "open" {
+				newer = h.dial()
+				newer.send(keyedOpen(inst, key, "cat"))
+				nextOf[*frames.Opened](newer)
+				older.send(keyedOpen(inst, key, "cat"))
+			} else {
+				first, opened := h.open(keyedOpen(inst, key, "cat"))
+				resume := &frames.Resume{ProcessID: opened.ProcessID, Token: opened.Token}
+				newer = h.dial()
+				newer.send(resume)
+				nextOf[*frames.Resumed](newer)
+				first.requireClosed(statusResumedElsewhere, "resumed elsewhere")
+				older.send(resume)
+			}
+			older.requireClosed(statusResumedElsewhere, "attached to a newer connection")
+			newer.send(&frames.Stdin{Off: 0, Data: []byte("still here\n")})
+			newer.send(&frames.StdinClose{Off: int64(len("still here\n"))})
+			out := newer.collect(false)
+			require.Equal(t, "still here\n", string(out.stdout))
+			require.Equal(t, &frames.Exit{}, out.exit)
+		})
+	}
+}

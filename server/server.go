@@ -33,8 +33,9 @@ type Server struct {
 	m          *metrics          // nil without Config.Registerer
 	tokenSum   [sha256.Size]byte // sha256 of cfg.Token, for a constant-time compare
 	acceptOpts websocket.AcceptOptions
-	budget     *budget      // Config.MaxMemory
-	upgrades   atomic.Int64 // requests in ServeHTTP past the auth checks, for MaxConnections
+	budget     *budget       // Config.MaxMemory
+	upgrades   atomic.Int64  // requests in ServeHTTP past the auth checks, for MaxConnections
+	connSeq    atomic.Uint64 // connections accepted, numbering them (conn.seq)
 
 	// wg counts session pumps and armed grace timers; connWG counts
 	// connections being served. Both are only added to while !closing.
