@@ -1,5 +1,7 @@
 package client
 
+import "time"
+
 // SetBlockedHook sets a function called, with p's lock held, whenever a
 // call of p is about to block: a read or Wait waiting for news, a write
 // finding no credit, Signal and Destroy waiting for their answers.
@@ -44,3 +46,22 @@ func (p *Process) heldLocked() Held {
 // Ended returns a channel closed once the handle of p has ended: every
 // later call fails, Wait settles.
 func Ended(p *Process) <-chan struct{} { return p.done }
+
+// ProcessOf returns the process of s.
+func ProcessOf(s *Stream) *Process { return s.p }
+
+// LentReads returns how many frames blocked reads of p read from its
+// connections themselves (see readSelfLocked).
+func LentReads(p *Process) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lentReads
+}
+
+// SetLendIdle sets how long p's read loop leaves its connection unread to
+// a lender that is not reading (from the loop's next wait on).
+func SetLendIdle(p *Process, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lendIdle = d
+}

@@ -124,13 +124,16 @@ func instanceID(t testing.TB) string {
 	return string(id)
 }
 
-// readLine reads from s up to and including the first '\n'.
+// readLine reads from s up to and including the first '\n'. Like readAll
+// and streamThrough it reads with Read, which reads the connection itself
+// when nothing else waits (the lending path); c bounds it by detaching.
 func readLine(t *testing.T, c context.Context, s *client.Stream) string {
 	t.Helper()
+	defer watchdog(c, s)()
 	var b strings.Builder
 	one := make([]byte, 1)
 	for {
-		n, err := s.ReadContext(c, one)
+		n, err := s.Read(one)
 		require.NoError(t, err)
 		if n == 1 {
 			b.WriteByte(one[0])
@@ -144,10 +147,11 @@ func readLine(t *testing.T, c context.Context, s *client.Stream) string {
 // readAll reads s to EOF within the test's deadline.
 func readAll(t *testing.T, c context.Context, s *client.Stream) string {
 	t.Helper()
+	defer watchdog(c, s)()
 	var b strings.Builder
 	buf := make([]byte, 32<<10)
 	for {
-		n, err := s.ReadContext(c, buf)
+		n, err := s.Read(buf)
 		b.Write(buf[:n])
 		if err != nil {
 			require.ErrorIs(t, err, io.EOF)
@@ -180,8 +184,9 @@ func streamThrough(t *testing.T, c context.Context, p *client.Process, n int64, 
 	}()
 	hr := sha256.New()
 	buf := make([]byte, 256<<10)
+	defer watchdog(c, p.Stdout())()
 	for {
-		k, err := p.Stdout().ReadContext(c, buf)
+		k, err := p.Stdout().Read(buf)
 		hr.Write(buf[:k])
 		count += int64(k)
 		if errors.Is(err, io.EOF) {
@@ -191,6 +196,13 @@ func streamThrough(t *testing.T, c context.Context, p *client.Process, n int64, 
 	}
 	require.NoError(t, <-werr)
 	return [sha256.Size]byte(hw.Sum(nil)), [sha256.Size]byte(hr.Sum(nil)), count
+}
+
+// watchdog detaches the process of s when c ends, which ends a Read
+// without a deadline with ErrDetached; it returns a function that stops it.
+func watchdog(c context.Context, s *client.Stream) func() bool {
+	p := client.ProcessOf(s)
+	return context.AfterFunc(c, p.Detach)
 }
 
 // blockedHook installs a hook on p and returns a channel closed the first

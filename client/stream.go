@@ -40,10 +40,21 @@ func (s *Stream) ReadContext(ctx context.Context, b []byte) (int, error) {
 		n, err, ev, ok := p.m.read(s.stderr, b)
 		if ok {
 			p.applyLocked(ev)
+			p.leaveReadLocked(s)
 			return n, err
 		}
-		if err := p.waitLocked(ctx); err != nil {
-			return 0, fmt.Errorf("procwire: read: %w", err)
+		if p.readSelfLocked(ctx, s) {
+			continue
+		}
+		var err2 error
+		if p.lender == s {
+			err2 = p.waitChangeLocked(ctx) // for the socket, which the loop lets go
+		} else {
+			err2 = p.waitLocked(ctx)
+		}
+		if err2 != nil {
+			p.leaveReadLocked(s)
+			return 0, fmt.Errorf("procwire: read: %w", err2)
 		}
 	}
 }

@@ -83,11 +83,11 @@ func (p *Process) serve(ws *wsConn) error {
 	}()
 	n := 2
 	errc := make(chan error, 3)
-	go func() { errc <- p.readLoop(ws) }()
+	go func() { errc <- p.readLoop(ctx, ws) }()
 	go func() { errc <- p.writeLoop(ctx, ws) }()
 	if p.m.heartbeat > 0 {
 		n++
-		go func() { errc <- ws.pingLoop(ctx, p.m.heartbeat) }()
+		go func() { errc <- p.pingLoop(ctx, ws, p.m.heartbeat) }()
 	}
 	var err error
 	select {
@@ -110,31 +110,181 @@ func (p *Process) serve(ws *wsConn) error {
 
 // readLoop hands the frames of ws to the machine. serve ends it by closing
 // the connection, so reads take no context (one with a Done channel would
-// cost an allocation per frame).
-func (p *Process) readLoop(ws *wsConn) error {
+// cost an allocation per frame). While a blocked Read reads the socket
+// itself (ws.lent, see readSelfLocked) the loop steps aside; it takes the
+// socket back when the lender failed, when a call waits for something the
+// lender would not read for, or when the socket has sat unread for
+// lendIdle (pings, exits and output nobody waits for yet). It returns once
+// no lender is inside a read of ws, so no frame of ws is handled after
+// serve returned.
+func (p *Process) readLoop(ctx context.Context, ws *wsConn) (err error) {
 	// A compressed payload is refused (bad_payload) when its block declares
 	// more than the announced max_data, before anything is allocated.
 	p.mu.Lock()
 	ws.dec.MaxData = p.m.maxData
+	ws.loopWake = make(chan struct{}, 1)
+	p.rconn = ws
 	p.mu.Unlock()
+	var idle *time.Timer
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+		p.mu.Lock()
+		ws.dead = true
+		if p.rconn == ws {
+			p.rconn = nil
+		}
+		for ws.busy { // serve closes ws, which ends the lender's read
+			p.mu.Unlock()
+			<-ws.loopWake
+			p.mu.Lock()
+		}
+		p.broadcastLocked() // a lender waiting for ws waits for the next one
+		p.mu.Unlock()
+	}()
 	for {
+		p.mu.Lock()
+		for (ws.lent || ws.busy) && ws.rerr == nil {
+			if idle == nil {
+				idle = time.NewTimer(p.lendIdle)
+			} else {
+				idle.Reset(p.lendIdle)
+			}
+			uses := ws.uses
+			p.mu.Unlock()
+			select {
+			case <-ws.loopWake:
+			case <-idle.C:
+				p.mu.Lock()
+				if ws.lent && p.lender == nil && ws.uses == uses {
+					ws.lent = false // unread for lendIdle: take the socket back
+				}
+				p.mu.Unlock()
+			case <-ctx.Done():
+				return nil
+			}
+			p.mu.Lock()
+		}
+		if err := ws.rerr; err != nil {
+			p.mu.Unlock()
+			return err
+		}
+		ws.busy = true
+		p.mu.Unlock()
 		f, err := ws.read(context.Background())
 		p.mu.Lock()
-		if err == nil {
-			p.applyLocked(p.m.receive(f))
-			if p.testHookFrame != nil {
-				p.testHookFrame()
-			}
-			if p.m.ended() {
-				err = errStop
-			}
-		} else if isFinal(err) {
-			p.applyLocked(p.m.end(err))
+		ws.busy = false
+		err = p.receiveLocked(f, err)
+		if ws.lent {
+			p.broadcastLocked() // the lender waits for the socket
 		}
 		p.mu.Unlock()
 		if err != nil {
 			return err
 		}
+	}
+}
+
+// lendIdle is how long the read loop leaves the socket unread to a lender
+// that is not reading it (Process.lendIdle, which tests change).
+const lendIdle = 20 * time.Millisecond
+
+// receiveLocked hands a frame read from the attached connection to the
+// machine, or records the failure to read one. It returns the error that
+// ends the connection: err, or errStop once the handle ended.
+func (p *Process) receiveLocked(f frames.Frame, err error) error {
+	if err == nil {
+		p.applyLocked(p.m.receive(f))
+		if p.testHookFrame != nil {
+			p.testHookFrame()
+		}
+		if p.m.ended() {
+			err = errStop
+		}
+	} else if isFinal(err) {
+		p.applyLocked(p.m.end(err))
+	}
+	return err
+}
+
+// readSelfLocked reads and handles one frame of the attached connection
+// from the goroutine of s's blocked Read, sparing the hand-off from the
+// read loop's goroutine to the caller's (a wake-up, and on two CPUs often
+// one across them, per message). It does so when the call can wait without
+// end (a read with a deadline cannot: ending a read early closes a
+// WebSocket connection) and nobody else waits for news; it returns false
+// when the caller must wait for a change instead. Once s lends, the loop
+// steps aside after the read it is in; the lending lasts after the call
+// returned, until another call waits (needReaderLocked) or the socket sat
+// unread for lendIdle, so that a caller reading again soon reads the
+// socket again at once. p.mu is held; it is released for the read.
+func (p *Process) readSelfLocked(ctx context.Context, s *Stream) bool {
+	ws := p.rconn
+	if ws == nil || ws.dead || ws.rerr != nil || ctx.Done() != nil {
+		return false
+	}
+	if p.lender != s {
+		if p.lender != nil || p.waiters > 0 {
+			return false
+		}
+		p.lender = s
+	}
+	ws.lent = true
+	if ws.busy {
+		return false // the loop reads: it steps aside after this frame
+	}
+	ws.busy = true
+	p.blockingLocked()
+	p.mu.Unlock()
+	f, err := ws.read(context.Background())
+	p.mu.Lock()
+	ws.busy = false
+	ws.uses++
+	p.lentReads++
+	if !ws.dead {
+		if err = p.receiveLocked(f, err); err != nil {
+			ws.rerr = err // the loop returns it, ending the connection
+		}
+	}
+	if ws.dead || err != nil || !ws.lent {
+		wakeLoop(ws)
+	}
+	return true
+}
+
+// leaveReadLocked ends s's lending when s's Read returns. If other calls
+// wait, the loop takes the socket back: they may wait for frames the
+// lender, gone, would not read.
+func (p *Process) leaveReadLocked(s *Stream) {
+	if p.lender != s {
+		return
+	}
+	p.lender = nil
+	if p.waiters > 0 {
+		p.unlendLocked()
+	}
+}
+
+// needReaderLocked makes sure that somebody reads the attached connection
+// for a call about to wait: the loop, unless a lender is reading.
+func (p *Process) needReaderLocked() {
+	if p.lender == nil {
+		p.unlendLocked()
+	}
+}
+
+func (p *Process) unlendLocked() {
+	if ws := p.rconn; ws != nil && ws.lent {
+		ws.lent = false
+		wakeLoop(ws)
+	}
+}
+
+func wakeLoop(ws *wsConn) {
+	select {
+	case ws.loopWake <- struct{}{}:
+	default:
 	}
 }
 
@@ -232,7 +382,9 @@ func (p *Process) wakeWriter() {
 }
 
 // pingLoop checks that the server answers pings within the heartbeat.
-func (w *wsConn) pingLoop(ctx context.Context, every time.Duration) error {
+// The pong is read by whoever reads the connection, so the loop takes the
+// socket back from a lender that is not reading first.
+func (p *Process) pingLoop(ctx context.Context, w *wsConn, every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -241,6 +393,9 @@ func (w *wsConn) pingLoop(ctx context.Context, every time.Duration) error {
 			return nil
 		case <-t.C:
 		}
+		p.mu.Lock()
+		p.needReaderLocked()
+		p.mu.Unlock()
 		pctx, cancel := context.WithTimeout(ctx, every)
 		err := w.ws.Ping(pctx)
 		cancel()
