@@ -21,7 +21,12 @@ type Stream struct {
 
 var _ io.Reader = (*Stream)(nil)
 
-// Read reads like ReadContext without a deadline.
+// Read reads like ReadContext without a deadline. While nothing else of
+// the handle waits, a blocked Read reads the connection itself instead of
+// waiting for the handle's reader goroutine to hand it the data: one
+// thread wake-up less per message, the latency of a request/response
+// exchange. A ReadContext whose ctx can end cannot (ending a read early
+// would close the connection) and waits for the reader goroutine.
 func (s *Stream) Read(b []byte) (int, error) {
 	return s.ReadContext(context.Background(), b)
 }

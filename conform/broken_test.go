@@ -47,6 +47,9 @@ type fault struct {
 	refuse func(f frames.Frame) string
 	// stripRouting drops the routing headers instead of passing them on.
 	stripRouting bool
+	// lazyDial connects upstream only once the client's first message
+	// arrived: the server then orders connections by their first frames.
+	lazyDial bool
 }
 
 // brokenServer starts a real server behind a proxy applying f and returns
@@ -71,6 +74,10 @@ func brokenServer(t *testing.T, f fault) string {
 			for _, p := range strings.Split(v, ",") {
 				offered = append(offered, strings.TrimSpace(p))
 			}
+		}
+		if f.lazyDial {
+			lazyProxy(ctx, w, r, upstream, h, f)
+			return
 		}
 		up, resp, err := websocket.Dial(ctx, upstream, &websocket.DialOptions{HTTPHeader: h, Subprotocols: offered})
 		if err != nil {
@@ -103,6 +110,37 @@ func brokenServer(t *testing.T, f fault) string {
 		ts.Close()
 	})
 	return "ws" + strings.TrimPrefix(ts.URL, "http")
+}
+
+// lazyProxy accepts the client's connection with procwire.v1 and connects
+// upstream only once the client's first message arrived.
+func lazyProxy(ctx context.Context, w http.ResponseWriter, r *http.Request, upstream string, h http.Header, f fault) {
+	down, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{frames.Subprotocol}, InsecureSkipVerify: true})
+	if err != nil {
+		return
+	}
+	down.SetReadLimit(-1)
+	typ, first, err := down.Read(ctx)
+	if err != nil {
+		down.CloseNow()
+		return
+	}
+	up, _, err := websocket.Dial(ctx, upstream, &websocket.DialOptions{HTTPHeader: h, Subprotocols: []string{frames.Subprotocol}})
+	if err != nil {
+		_ = down.Close(websocket.StatusInternalError, "upstream refused")
+		return
+	}
+	up.SetReadLimit(-1)
+	if err := up.Write(ctx, typ, first); err != nil {
+		up.CloseNow()
+		down.CloseNow()
+		return
+	}
+	c := &proxyConn{}
+	var pumps sync.WaitGroup
+	pumps.Go(func() { pump(ctx, down, up, c, f.toServer, f.refuse) })
+	pumps.Go(func() { pump(ctx, up, down, c, f.toClient, nil) })
+	pumps.Wait()
 }
 
 // pump copies messages from src to dst through hook, then passes the
@@ -336,6 +374,12 @@ var faults = []struct {
 		fault: func() fault { return fault{stripRouting: true} },
 		catch: "routing-headers",
 		quote: "names another instance was served, answered {\"type\":\"opened\"",
+	},
+	{
+		name:  "a stale connection's open taking the process over (connections ordered by first frame)",
+		fault: func() fault { return fault{lazyDial: true} },
+		catch: "stale-connection",
+		quote: "opened",
 	},
 	{
 		// opened says no output encoding, but output comes compressed.

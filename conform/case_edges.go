@@ -262,3 +262,37 @@ func (t *T) openWith(ctx context.Context, inst string, req frames.ProcessRequest
 	}
 	return p, o
 }
+
+// caseStaleConnection: a repeated open or a resume read from a connection
+// the server accepted before the one holding the process (a client's
+// abandoned attempt, its first frame still buffered at the server) must
+// not take the process from the live connection (PROTOCOL.md §4.4).
+func caseStaleConnection(ctx context.Context, t *T) {
+	inst, key := t.instance(), randomKey()
+	req := t.sh("exec cat")
+	older := t.dial(ctx, dialOptions{}) // accepted first, its open sent last
+	p, o := t.openKeyed(ctx, inst, key, req)
+	if err := older.send(ctx, &frames.Open{InstanceID: inst, Request: req, OpenKey: key}); err != nil {
+		t.Fatalf("open on the older connection: %v", err)
+	}
+	t.expectClose(ctx, older, "an open repeated on a connection accepted before the one holding the process", 4001, nil, nil)
+	var stdinOff int64
+	echo := func(p *peer, what string) {
+		off := p.stdoutEnd
+		if err := p.send(ctx, &frames.Stdin{Off: stdinOff, Data: []byte("x")}); err != nil {
+			t.Fatalf("stdin on %s: %v", what, err)
+		}
+		stdinOff++
+		t.awaitState(ctx, p, "cat's echo on "+what, func() bool { return p.stdoutEnd > off })
+	}
+	echo(p, "the newer connection, after the stale open")
+
+	older = t.dial(ctx, dialOptions{})
+	p2, _ := t.resume(ctx, o, p.stdoutEnd)
+	if err := older.send(ctx, &frames.Resume{ProcessID: o.ProcessID, Token: o.Token, StdoutReceived: p.stdoutEnd}); err != nil {
+		t.Fatalf("resume on the older connection: %v", err)
+	}
+	t.expectClose(ctx, older, "a resume on a connection accepted before the one holding the process", 4001, nil, nil)
+	echo(p2, "the newer connection, after the stale resume")
+	t.destroyOn(ctx, p2, o.ProcessID)
+}
