@@ -143,13 +143,17 @@ func (p *Process) readLoop(ctx context.Context, ws *wsConn) (err error) {
 		p.broadcastLocked() // a lender waiting for ws waits for the next one
 		p.mu.Unlock()
 	}()
+	var period time.Duration // of the idle check; it doubles while the lender reads
 	for {
 		p.mu.Lock()
+		// Server pings must be answered within the heartbeat.
+		base := min(p.lendIdle, p.m.heartbeat/4)
 		for (ws.lent || ws.busy) && ws.rerr == nil {
+			period = max(period, base)
 			if idle == nil {
-				idle = time.NewTimer(p.lendIdle)
+				idle = time.NewTimer(period)
 			} else {
-				idle.Reset(p.lendIdle)
+				idle.Reset(period)
 			}
 			uses := ws.uses
 			p.mu.Unlock()
@@ -158,7 +162,11 @@ func (p *Process) readLoop(ctx context.Context, ws *wsConn) (err error) {
 			case <-idle.C:
 				p.mu.Lock()
 				if ws.lent && p.lender == nil && ws.uses == uses {
-					ws.lent = false // unread for lendIdle: take the socket back
+					ws.lent = false // unread for a period: take the socket back
+				} else {
+					// Still read: look again less often (a check wakes this
+					// goroutine, which a busy lender would pay for).
+					period = min(2*period, 16*base)
 				}
 				p.mu.Unlock()
 			case <-ctx.Done():
@@ -166,6 +174,7 @@ func (p *Process) readLoop(ctx context.Context, ws *wsConn) (err error) {
 			}
 			p.mu.Lock()
 		}
+		period = base
 		if err := ws.rerr; err != nil {
 			p.mu.Unlock()
 			return err
@@ -187,7 +196,10 @@ func (p *Process) readLoop(ctx context.Context, ws *wsConn) (err error) {
 }
 
 // lendIdle is how long the read loop leaves the socket unread to a lender
-// that is not reading it (Process.lendIdle, which tests change).
+// that is not reading it (Process.lendIdle, which tests change), at
+// first: while the lender goes on reading, the loop looks less and less
+// often, up to 16 times lendIdle (and never less often than four times a
+// heartbeat).
 const lendIdle = 20 * time.Millisecond
 
 // receiveLocked hands a frame read from the attached connection to the
