@@ -180,7 +180,13 @@ func rawHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.CloseNow()
 	c.SetReadLimit(rawReadLimit)
+	// Reads and writes take no context, as procwire's server's do: one
+	// with a Done channel costs coder/websocket a hand-off to its timeout
+	// goroutine per call, which would handicap the baseline. The request's
+	// end closes the connection instead.
 	ctx := r.Context()
+	stop := context.AfterFunc(ctx, func() { c.CloseNow() })
+	defer stop()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -199,7 +205,7 @@ func rawHandler(w http.ResponseWriter, r *http.Request) {
 		buf := make([]byte, rawChunk)
 		for {
 			n, err := out.Read(buf)
-			if n > 0 && c.Write(ctx, websocket.MessageBinary, buf[:n]) != nil {
+			if n > 0 && c.Write(context.Background(), websocket.MessageBinary, buf[:n]) != nil {
 				_ = cmd.Process.Kill()
 				return
 			}
@@ -211,7 +217,7 @@ func rawHandler(w http.ResponseWriter, r *http.Request) {
 	}()
 	buf := make([]byte, 64<<10)
 	for {
-		typ, mr, err := c.Reader(ctx)
+		typ, mr, err := c.Reader(context.Background())
 		if err != nil {
 			_ = cmd.Process.Kill()
 			break
@@ -219,13 +225,34 @@ func rawHandler(w http.ResponseWriter, r *http.Request) {
 		if typ == websocket.MessageText {
 			break
 		}
-		if _, err := io.CopyBuffer(in, mr, buf); err != nil {
+		if err := copyMessage(in, mr, buf); err != nil {
 			break
 		}
 	}
 	in.Close()
 	<-done
 	_ = cmd.Wait()
+}
+
+// copyMessage writes what r holds to w through buf. Not io.CopyBuffer:
+// an *os.File's ReadFrom ignores buf and allocates 32 KiB per call, a
+// garbage collection's worth per few thousand messages that would handicap
+// the baseline.
+func copyMessage(w io.Writer, r io.Reader, buf []byte) error {
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 func (p *rawPeer) Name() string { return NameRaw }
