@@ -65,3 +65,11 @@ func SetLendIdle(p *Process, d time.Duration) {
 	defer p.mu.Unlock()
 	p.lendIdle = d
 }
+
+// DirectBytes returns how many stdout bytes of p were decoded straight
+// into the buffer of the Read that read their frame.
+func DirectBytes(p *Process) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.directBytes
+}

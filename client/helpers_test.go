@@ -147,9 +147,14 @@ func readLine(t *testing.T, c context.Context, s *client.Stream) string {
 // readAll reads s to EOF within the test's deadline.
 func readAll(t *testing.T, c context.Context, s *client.Stream) string {
 	t.Helper()
+	return readAllWith(t, c, s, make([]byte, 32<<10))
+}
+
+// readAllWith is readAll reading into buf.
+func readAllWith(t *testing.T, c context.Context, s *client.Stream, buf []byte) string {
+	t.Helper()
 	defer watchdog(c, s)()
 	var b strings.Builder
-	buf := make([]byte, 32<<10)
 	for {
 		n, err := s.Read(buf)
 		b.Write(buf[:n])

@@ -187,6 +187,39 @@ func TestLenderUnblocks(t *testing.T) {
 	}
 }
 
+// Stdout read with buffers larger than a frame is decoded straight into
+// them by the Read that reads the frame, byte-exact, in order, with its EOF.
+// The reader checks each read against what seq prints, which keeps up
+// with the connection, so that Read finds nothing held and lends.
+func TestStdoutStraightIntoTheReadersBuffer(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+	const n = 1_000_000
+	var want []byte
+	for i := 1; i <= n; i++ {
+		want = fmt.Appendf(want, "%d\n", i)
+	}
+	p := open(t, e.url, req("seq", "1", fmt.Sprint(n)), nil)
+	defer watchdog(c, p.Stdout())()
+	buf := make([]byte, 256<<10)
+	var off int
+	for {
+		k, err := p.Stdout().Read(buf)
+		require.LessOrEqual(t, off+k, len(want), "more than seq printed")
+		require.True(t, bytes.Equal(want[off:off+k], buf[:k]), "stdout differs at %d", off)
+		off += k
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+	}
+	require.Equal(t, len(want), off)
+	require.Greater(t, client.DirectBytes(p), int64(len(want)/4), "decoded in place (lent reads %d)", client.LentReads(p))
+	st, err := p.Wait(c)
+	require.NoError(t, err)
+	require.True(t, st.Success(), "%v", st)
+}
+
 // lendSocket makes round trips through p (cat) until its Read has read
 // frames itself: the first read lends the socket once the loop's read in
 // course ended, and the ones after it read themselves.

@@ -66,14 +66,15 @@ type Process struct {
 	mu sync.Mutex
 	// Everything below is guarded by mu.
 
-	m         *machine
-	changed   chan struct{} // closed on every change a blocked call may wait for; nil when nobody waits
-	rconn     *wsConn       // the connection whose read loop runs, or nil
-	lender    *Stream       // the Read reading rconn itself, or nil (see readSelfLocked)
-	waiters   int           // calls waiting for news other than a lender
-	lentReads uint64        // frames lenders read, for tests
-	lendIdle  time.Duration // lendIdle, or what a test set
-	tried     chan struct{} // closed when a destroy attempt fails (evTried), then replaced
+	m           *machine
+	changed     chan struct{} // closed on every change a blocked call may wait for; nil when nobody waits
+	rconn       *wsConn       // the connection whose read loop runs, or nil
+	lender      *Stream       // the Read reading rconn itself, or nil (see readSelfLocked)
+	waiters     int           // calls waiting for news other than a lender
+	lentReads   uint64        // frames lenders read, for tests
+	directBytes int64         // stdout bytes decoded straight into a Read's buffer, for tests
+	lendIdle    time.Duration // lendIdle, or what a test set
+	tried       chan struct{} // closed when a destroy attempt fails (evTried), then replaced
 
 	testHookBlocked func() // called when a call is about to block
 	testHookFrame   func() // called after each frame of a session was handled

@@ -48,7 +48,13 @@ func (s *Stream) ReadContext(ctx context.Context, b []byte) (int, error) {
 			p.leaveReadLocked(s)
 			return n, err
 		}
-		if p.readSelfLocked(ctx, s) {
+		if p.readSelfLocked(ctx, s, b) {
+			if n, ev := p.m.takeDirect(); n > 0 {
+				p.directBytes += int64(n)
+				p.applyLocked(ev)
+				p.leaveReadLocked(s)
+				return n, nil
+			}
 			continue
 		}
 		var err2 error

@@ -231,7 +231,7 @@ func (p *Process) receiveLocked(f frames.Frame, err error) error {
 // returned, until another call waits (needReaderLocked) or the socket sat
 // unread for lendIdle, so that a caller reading again soon reads the
 // socket again at once. p.mu is held; it is released for the read.
-func (p *Process) readSelfLocked(ctx context.Context, s *Stream) bool {
+func (p *Process) readSelfLocked(ctx context.Context, s *Stream, b []byte) bool {
 	ws := p.rconn
 	if ws == nil || ws.dead || ws.rerr != nil || ctx.Done() != nil {
 		return false
@@ -247,6 +247,12 @@ func (p *Process) readSelfLocked(ctx context.Context, s *Stream) bool {
 		return false // the loop reads: it steps aside after this frame
 	}
 	ws.busy = true
+	if !s.stderr && p.m.outBuf.empty() {
+		// Stdout that fits is decoded straight into b (Read may use all of
+		// b as scratch), and handed over from there: no copy in, no copy
+		// out of the stream's queue.
+		ws.dec.Into, p.m.direct = b, b
+	}
 	p.blockingLocked()
 	p.mu.Unlock()
 	f, err := ws.read(context.Background())
@@ -259,6 +265,7 @@ func (p *Process) readSelfLocked(ctx context.Context, s *Stream) bool {
 			ws.rerr = err // the loop returns it, ending the connection
 		}
 	}
+	ws.dec.Into, p.m.direct = nil, nil
 	if ws.dead || err != nil || !ws.lent {
 		wakeLoop(ws)
 	}
