@@ -141,6 +141,7 @@ type conn struct {
 	frame      struct {             // frames step encodes, kept to spare an allocation each
 		stdout frames.Stdout
 		stderr frames.Stderr
+		credit frames.Credit
 	}
 	wbuf       []byte
 	hello      frames.Frame // opened or resumed, sent first

@@ -287,7 +287,10 @@ func (c *conn) step() (progressed bool, err error) {
 		force = true
 	}
 	if cr, ok := se.credit(c, force); ok {
-		if err := c.write(&cr); err != nil {
+		// c.frame's: a local's address, passed on as a Frame, would move
+		// it to the heap on every step, credit sent or not.
+		c.frame.credit = cr
+		if err := c.write(&c.frame.credit); err != nil {
 			return false, err
 		}
 		progressed = true
