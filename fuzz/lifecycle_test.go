@@ -1515,8 +1515,9 @@ func (l *life) gone(p *lproc, by *lconn) {
 }
 
 // race sends, on two new connections at once, a keyed open of cat on a
-// free instance and either the same open (b&1 == 0: one process, opened
-// on both, the first attached closed with 4001) or a destroy by its key
+// free instance and either the same open (b&1 == 0: one process, held by
+// the second connection; the first is opened and taken over, or, when its
+// open is read last, closed unanswered: both with 4001) or a destroy by its key
 // (the open starts nothing or is destroyed; the key ends destroyed). b&2
 // makes the start fail.
 func (l *life) race(inst, key int, b byte) {
@@ -1619,8 +1620,19 @@ func (l *life) race(inst, key int, b byte) {
 			l.require(oky, "an open repeating one cut while it started answered %T", y.hello)
 			x.awaitServed()
 			y.await("the replay after the race", func() bool { return y.credits > 0 })
+		} else if !x.await("the answer to the first open", func() bool { return x.hello != nil }) {
+			// The second open was read first: the first, on the connection
+			// the server accepted before, takes nothing over and is closed
+			// with 4001 unanswered (PROTOCOL.md §4.4).
+			x.mu.Lock()
+			err := x.readErr
+			x.mu.Unlock()
+			var ce websocket.CloseError
+			l.require(errors.As(err, &ce) && ce.Reason == "attached to a newer connection",
+				"%s: an open racing a newer connection's ended unanswered with %v", x.name, err)
+			l.require(oky, "%s: the newer of two racing opens answered %T", y.name, y.hello)
+			x.awaitServed()
 		} else {
-			x.await("the answer to the first open", func() bool { return x.hello != nil })
 			ox, okx := x.hello.(*frames.Opened)
 			l.require(okx && oky, "racing opens answered %T and %T", x.hello, y.hello)
 			l.require(ox.ProcessID == oy.ProcessID && ox.Token == oy.Token && ox.Evidence == oy.Evidence,

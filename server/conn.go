@@ -82,7 +82,7 @@ type conn struct {
 	remote string       // the client's address (through trusted proxies)
 	log    *slog.Logger // with the remote address
 	route  routeHeaders // the upgrade's routing headers
-	seq    uint64       // the order in which the server accepted the connection
+	seq    uint64       // the order in which the server took the connection's upgrade request
 	// ctx bounds the first frame's read; cancel drops the connection at
 	// once (no close handshake): it closes ws, which ends every blocking
 	// call on it.
@@ -166,7 +166,6 @@ func newConn(s *Server, ws *websocket.Conn, co *coalesce.Coalescer, remote strin
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		hbDone:     make(chan struct{}),
-		seq:        s.connSeq.Add(1),
 	}
 	c.viewStdout, c.viewStderr = c.stdoutView, c.stderrView
 	c.tryable = co.CanTry()

@@ -149,6 +149,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.upgrades.Add(-1)
+	// Numbered before the upgrade is answered: a client dials its next
+	// attempt only after this one's answer, so the next is numbered
+	// higher even when this handler is slow to go on after answering.
+	seq := s.connSeq.Add(1)
 	opts := s.acceptOpts
 	co := &coalesce.Coalescer{}
 	rec := &statusRecorder{ResponseWriter: w, co: co}
@@ -169,6 +173,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := newConn(s, ws, co, remote)
+	c.seq = seq
 	c.log = log
 	c.route = routeFrom(r)
 	if !s.addConn(c) {
