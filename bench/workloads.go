@@ -148,6 +148,53 @@ func RequestResponse(ctx context.Context, p Peer, n int) (elapsed time.Duration,
 	return elapsed, nil
 }
 
+// Interleaved makes n round trips of msg through cat on every peer, in
+// blocks of block round trips that take turns between the peers (the
+// order rotating every block), and returns each peer's round trips and
+// the CPU time this process spent in its blocks. Back to back, each
+// peer's run would meet the machine in whatever state it happened to be
+// in; interleaved, they meet the same states, which is what a ratio of
+// latencies needs on a machine whose wake-up latency changes by the
+// second.
+func Interleaved(ctx context.Context, peers []Peer, n, block int, msg []byte) (samples [][]time.Duration, cpu []time.Duration, err error) {
+	ss := make([]Session, len(peers))
+	defer func() {
+		for _, s := range ss {
+			if s != nil {
+				closeSession(s, &err)
+			}
+		}
+	}()
+	for i, p := range peers {
+		if ss[i], err = p.Open(ctx, []string{"cat"}); err != nil {
+			return nil, nil, fmt.Errorf("%s: open: %w", p.Name(), err)
+		}
+	}
+	samples, cpu = make([][]time.Duration, len(peers)), make([]time.Duration, len(peers))
+	for i := range samples {
+		samples[i] = make([]time.Duration, 0, n)
+	}
+	got := make([]byte, len(msg))
+	for b := 0; b*block < n; b++ {
+		for k := range peers {
+			i := (k + b) % len(peers)
+			c := CPUTime()
+			for range min(block, n-b*block) {
+				start := time.Now()
+				if err := roundTrip(ss[i], msg, got); err != nil {
+					return nil, nil, fmt.Errorf("%s: %w", peers[i].Name(), err)
+				}
+				samples[i] = append(samples[i], time.Since(start))
+			}
+			cpu[i] += CPUTime() - c
+			if !bytes.Equal(got, msg) {
+				return nil, nil, fmt.Errorf("%s: the message came back changed", peers[i].Name())
+			}
+		}
+	}
+	return samples, cpu, nil
+}
+
 // SessionsResult is the outcome of the concurrent sessions workload.
 type SessionsResult struct {
 	RoundTrips int
@@ -222,6 +269,83 @@ func Sessions(ctx context.Context, p Peer, sessions, perSession int) (res Sessio
 	slices.Sort(all)
 	res.RoundTrips = len(all)
 	res.P99 = all[len(all)*99/100]
+	return res, nil
+}
+
+// SessionsInterleaved is Sessions on every peer at once, interleaved like
+// Interleaved: each peer's sessions are opened first, then the peers take
+// turns, each making block round trips on all its sessions at once (the
+// order rotating every turn), until every session made perSession.
+// Elapsed and CPU are the sums over a peer's turns.
+func SessionsInterleaved(ctx context.Context, peers []Peer, sessions, perSession, block int) (res []SessionsResult, err error) {
+	ss := make([][]Session, len(peers))
+	defer func() {
+		var wg sync.WaitGroup
+		for _, ps := range ss {
+			for _, s := range ps {
+				if s != nil {
+					wg.Go(func() { _ = s.Close() })
+				}
+			}
+		}
+		wg.Wait()
+	}()
+	for i, p := range peers {
+		ss[i] = make([]Session, sessions)
+		var wg sync.WaitGroup
+		sem, errs := make(chan struct{}, sessionOpeners), make([]error, sessions)
+		for j := range ss[i] {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				ss[i][j], errs[j] = p.Open(ctx, []string{"cat"})
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, fmt.Errorf("%s: open: %w", p.Name(), err)
+		}
+	}
+	res = make([]SessionsResult, len(peers))
+	samples := make([][]time.Duration, len(peers))
+	for b := 0; b*block < perSession; b++ {
+		n := min(block, perSession-b*block)
+		for k := range peers {
+			i := (k + b) % len(peers)
+			per := make([][]time.Duration, sessions)
+			errs := make([]error, sessions)
+			var wg sync.WaitGroup
+			startCPU, start := CPUTime(), time.Now()
+			for j, s := range ss[i] {
+				wg.Go(func() {
+					msg, got := bytes.Repeat([]byte{byte('a' + j%26)}, RoundTripSize), make([]byte, RoundTripSize)
+					per[j] = make([]time.Duration, 0, n)
+					for range n {
+						t := time.Now()
+						if err := roundTrip(s, msg, got); err != nil {
+							errs[j] = err
+							return
+						}
+						per[j] = append(per[j], time.Since(t))
+					}
+				})
+			}
+			wg.Wait()
+			res[i].Elapsed += time.Since(start)
+			res[i].CPU += CPUTime() - startCPU
+			if err := errors.Join(errs...); err != nil {
+				return nil, fmt.Errorf("%s: %w", peers[i].Name(), err)
+			}
+			for _, p := range per {
+				samples[i] = append(samples[i], p...)
+			}
+		}
+	}
+	for i, all := range samples {
+		slices.Sort(all)
+		res[i].RoundTrips = len(all)
+		res[i].P99 = all[len(all)*99/100]
+	}
 	return res, nil
 }
 

@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -70,6 +71,8 @@ type workload struct {
 	name    string
 	metrics []*metric // what it records
 	run     func(ctx context.Context, p bench.Peer, round, peer int) error
+	// all, instead of run, runs every peer at once, interleaved.
+	all func(ctx context.Context, peers []bench.Peer, round int) error
 }
 
 func run(rounds int, size int64, echoes, lines, sessions, perSession int, only string) ([]*metric, error) {
@@ -98,43 +101,59 @@ func run(rounds int, size int64, echoes, lines, sessions, perSession int, only s
 	cpu := &metric{name: fmt.Sprintf("%d sessions, CPU per round trip", sessions), unit: "µs"}
 	ms := []*metric{stdout, stdoutCPU, stdin, stdinCPU, p50, p99, echoCPU, acp, acpCPU, rts, rtp99, cpu}
 	workloads := []workload{
-		{"stdout", []*metric{stdout, stdoutCPU}, func(ctx context.Context, p bench.Peer, r, i int) error {
+		{name: "stdout", metrics: []*metric{stdout, stdoutCPU}, run: func(ctx context.Context, p bench.Peer, r, i int) error {
 			c := bench.CPUTime()
 			d, err := bench.StdoutBulk(ctx, p, size)
 			stdout.values[r][i], stdoutCPU.values[r][i] = mb/d.Seconds(), us(bench.CPUTime()-c)/mib
 			return err
 		}},
-		{"stdin", []*metric{stdin, stdinCPU}, func(ctx context.Context, p bench.Peer, r, i int) error {
+		{name: "stdin", metrics: []*metric{stdin, stdinCPU}, run: func(ctx context.Context, p bench.Peer, r, i int) error {
 			c := bench.CPUTime()
 			d, err := bench.StdinBulk(ctx, p, size)
 			stdin.values[r][i], stdinCPU.values[r][i] = mb/d.Seconds(), us(bench.CPUTime()-c)/mib
 			return err
 		}},
-		{"echo", []*metric{p50, p99, echoCPU}, func(ctx context.Context, p bench.Peer, r, i int) error {
-			c := bench.CPUTime()
-			s, err := bench.Echo(ctx, p, echoes)
-			if err == nil {
-				echoCPU.values[r][i] = us(bench.CPUTime()-c) / float64(echoes)
+		// The latency workloads and the sessions interleave the peers in
+		// blocks (see bench.Interleaved and bench.SessionsInterleaved).
+		{name: "echo", metrics: []*metric{p50, p99, echoCPU}, all: func(ctx context.Context, peers []bench.Peer, r int) error {
+			samples, cpus, err := bench.Interleaved(ctx, peers, echoes, interleave, []byte{'x'})
+			if err != nil {
+				return err
+			}
+			for i, s := range samples {
+				echoCPU.values[r][i] = us(cpus[i]) / float64(echoes)
 				slices.Sort(s)
 				p50.values[r][i] = us(bench.Percentile(s, 0.5))
 				p99.values[r][i] = us(bench.Percentile(s, 0.99))
 			}
-			return err
+			return nil
 		}},
-		{"request/response", []*metric{acp, acpCPU}, func(ctx context.Context, p bench.Peer, r, i int) error {
-			c := bench.CPUTime()
-			d, err := bench.RequestResponse(ctx, p, lines)
-			acp.values[r][i], acpCPU.values[r][i] = float64(lines)/d.Seconds(), us(bench.CPUTime()-c)/float64(lines)
-			return err
+		{name: "request/response", metrics: []*metric{acp, acpCPU}, all: func(ctx context.Context, peers []bench.Peer, r int) error {
+			line := append(bytes.Repeat([]byte{'a'}, bench.LineSize-1), '\n')
+			samples, cpus, err := bench.Interleaved(ctx, peers, lines, interleave, line)
+			if err != nil {
+				return err
+			}
+			for i, s := range samples {
+				var total time.Duration
+				for _, d := range s {
+					total += d
+				}
+				acp.values[r][i], acpCPU.values[r][i] = float64(lines)/total.Seconds(), us(cpus[i])/float64(lines)
+			}
+			return nil
 		}},
-		{"sessions", []*metric{rts, rtp99, cpu}, func(ctx context.Context, p bench.Peer, r, i int) error {
-			res, err := bench.Sessions(ctx, p, sessions, perSession)
-			if err == nil {
+		{name: "sessions", metrics: []*metric{rts, rtp99, cpu}, all: func(ctx context.Context, peers []bench.Peer, r int) error {
+			res, err := bench.SessionsInterleaved(ctx, peers, sessions, perSession, sessionBlock)
+			if err != nil {
+				return err
+			}
+			for i, res := range res {
 				rts.values[r][i] = res.RTPerSecond()
 				rtp99.values[r][i] = us(res.P99)
 				cpu.values[r][i] = us(res.CPUPerRT())
 			}
-			return err
+			return nil
 		}},
 	}
 	if only != "" {
@@ -148,14 +167,25 @@ func run(rounds int, size int64, echoes, lines, sessions, perSession int, only s
 			ms = append(ms, w.metrics...)
 		}
 	}
-	// Each workload runs on the three peers back to back, in an order
+	// Each bulk workload runs on the three peers back to back, in an order
 	// that rotates every round, so that a round's ratios compare figures
-	// taken under the same load.
+	// taken under the same load; the latency workloads and the sessions
+	// interleave the peers within the round.
 	for r := range rounds {
 		for _, m := range ms {
 			m.values = append(m.values, make([]float64, len(peers)))
 		}
 		for _, w := range workloads {
+			if w.all != nil {
+				fmt.Fprintf(os.Stderr, "round %d/%d %-17s all peers, interleaved\n", r+1, rounds, w.name)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+				err := w.all(ctx, peers, r)
+				cancel()
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
 			for k := range peers {
 				i := (k + r) % len(peers)
 				p := peers[i]
@@ -171,6 +201,14 @@ func run(rounds int, size int64, echoes, lines, sessions, perSession int, only s
 	}
 	return ms, nil
 }
+
+// interleave is how many round trips a latency workload makes on one peer
+// before the next takes its turn.
+const interleave = 50
+
+// sessionBlock is how many round trips every session of a peer makes in
+// one turn of the sessions workload.
+const sessionBlock = 20
 
 func median(v []float64) float64 {
 	s := slices.Clone(v)
