@@ -931,8 +931,17 @@ func (c *hconn) note(msg []byte, first bool) {
 		case f.Off+n > credit:
 			c.unsure() // unless more credit was granted meanwhile: 1008
 		}
-		if !sh.closed && f.Off == end {
+		switch n := int64(len(f.Data)); {
+		case sh.closed:
+		case f.Off == end:
 			sh.stream = append(sh.stream, f.Data...)
+		case sh.concurrent && f.Off < end && f.Off+n > end && n <= fuzzMaxData && bytes.Equal(f.Data, sh.pattern(f.Off, int(n))):
+			// Two connections race stdin at the same offset (the kept
+			// prepared one, and one that resumed the process): the server
+			// takes whichever it reads first while attached. The bytes at
+			// an offset are the same from either (pattern), so the stream
+			// is what the longer one would make it.
+			sh.stream = append(sh.stream, f.Data[end-f.Off:]...)
 		}
 	case *frames.StdinClose:
 		if f.Off == end {
