@@ -286,6 +286,14 @@ func (c *conn) step() (progressed bool, err error) {
 		c.replay = nil
 		force = true
 	}
+	if c.nowait && !force {
+		// A kick (an output pump writing its own output) leaves credit to
+		// the writer: whatever makes a grant due wakes it (the reader
+		// after a push, the stdin pump after a write). Taking the
+		// session's lock here would meet the reader holding it across its
+		// pipe write, once per exchange.
+		return progressed, nil
+	}
 	if cr, ok := se.credit(c, force); ok {
 		// c.frame's: a local's address, passed on as a Frame, would move
 		// it to the heap on every step, credit sent or not.
