@@ -216,59 +216,19 @@ const sessionOpeners = 32
 // round trips of RoundTripSize bytes, all at once. CPU is this process's
 // (the client and the server; not the cats').
 func Sessions(ctx context.Context, p Peer, sessions, perSession int) (res SessionsResult, err error) {
-	ss := make([]Session, sessions)
-	defer func() {
-		var wg sync.WaitGroup
-		for _, s := range ss {
-			if s != nil {
-				wg.Go(func() { _ = s.Close() })
-			}
-		}
-		wg.Wait()
-	}()
-	var (
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, sessionOpeners)
-		errs = make([]error, sessions)
-	)
-	for i := range ss {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			ss[i], errs[i] = p.Open(ctx, []string{"cat"})
-		})
+	ss, err := openSessions(ctx, p, sessions)
+	defer closeSessions(ss)
+	if err != nil {
+		return res, err
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return res, fmt.Errorf("%s: open: %w", p.Name(), err)
-	}
-	samples := make([][]time.Duration, sessions)
-	startCPU := CPUTime()
-	start := time.Now()
-	for i, s := range ss {
-		wg.Go(func() {
-			msg, got := bytes.Repeat([]byte{byte('a' + i%26)}, RoundTripSize), make([]byte, RoundTripSize)
-			samples[i] = make([]time.Duration, 0, perSession)
-			for range perSession {
-				t := time.Now()
-				if err := roundTrip(s, msg, got); err != nil {
-					errs[i] = err
-					return
-				}
-				samples[i] = append(samples[i], time.Since(t))
-			}
-		})
-	}
-	wg.Wait()
+	startCPU, start := CPUTime(), time.Now()
+	all, err := roundTripsAtOnce(p, ss, perSession)
 	res.Elapsed = time.Since(start)
 	res.CPU = CPUTime() - startCPU
-	if err := errors.Join(errs...); err != nil {
-		return res, fmt.Errorf("%s: %w", p.Name(), err)
+	if err != nil {
+		return res, err
 	}
-	all := slices.Concat(samples...)
-	slices.Sort(all)
-	res.RoundTrips = len(all)
-	res.P99 = all[len(all)*99/100]
+	res.setRoundTrips(all)
 	return res, nil
 }
 
@@ -280,73 +240,98 @@ func Sessions(ctx context.Context, p Peer, sessions, perSession int) (res Sessio
 func SessionsInterleaved(ctx context.Context, peers []Peer, sessions, perSession, block int) (res []SessionsResult, err error) {
 	ss := make([][]Session, len(peers))
 	defer func() {
-		var wg sync.WaitGroup
 		for _, ps := range ss {
-			for _, s := range ps {
-				if s != nil {
-					wg.Go(func() { _ = s.Close() })
-				}
-			}
+			closeSessions(ps)
 		}
-		wg.Wait()
 	}()
 	for i, p := range peers {
-		ss[i] = make([]Session, sessions)
-		var wg sync.WaitGroup
-		sem, errs := make(chan struct{}, sessionOpeners), make([]error, sessions)
-		for j := range ss[i] {
-			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				ss[i][j], errs[j] = p.Open(ctx, []string{"cat"})
-			})
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return nil, fmt.Errorf("%s: open: %w", p.Name(), err)
+		if ss[i], err = openSessions(ctx, p, sessions); err != nil {
+			return nil, err
 		}
 	}
 	res = make([]SessionsResult, len(peers))
 	samples := make([][]time.Duration, len(peers))
 	for b := 0; b*block < perSession; b++ {
-		n := min(block, perSession-b*block)
 		for k := range peers {
 			i := (k + b) % len(peers)
-			per := make([][]time.Duration, sessions)
-			errs := make([]error, sessions)
-			var wg sync.WaitGroup
 			startCPU, start := CPUTime(), time.Now()
-			for j, s := range ss[i] {
-				wg.Go(func() {
-					msg, got := bytes.Repeat([]byte{byte('a' + j%26)}, RoundTripSize), make([]byte, RoundTripSize)
-					per[j] = make([]time.Duration, 0, n)
-					for range n {
-						t := time.Now()
-						if err := roundTrip(s, msg, got); err != nil {
-							errs[j] = err
-							return
-						}
-						per[j] = append(per[j], time.Since(t))
-					}
-				})
-			}
-			wg.Wait()
+			turn, err := roundTripsAtOnce(peers[i], ss[i], min(block, perSession-b*block))
 			res[i].Elapsed += time.Since(start)
 			res[i].CPU += CPUTime() - startCPU
-			if err := errors.Join(errs...); err != nil {
-				return nil, fmt.Errorf("%s: %w", peers[i].Name(), err)
+			if err != nil {
+				return nil, err
 			}
-			for _, p := range per {
-				samples[i] = append(samples[i], p...)
-			}
+			samples[i] = append(samples[i], turn...)
 		}
 	}
 	for i, all := range samples {
-		slices.Sort(all)
-		res[i].RoundTrips = len(all)
-		res[i].P99 = all[len(all)*99/100]
+		res[i].setRoundTrips(all)
 	}
 	return res, nil
+}
+
+// setRoundTrips records the count and the p99 of all, which it sorts.
+func (r *SessionsResult) setRoundTrips(all []time.Duration) {
+	slices.Sort(all)
+	r.RoundTrips = len(all)
+	r.P99 = all[len(all)*99/100]
+}
+
+// openSessions opens n cat sessions on p, sessionOpeners at a time. The
+// sessions it opened are returned also with an error, for closeSessions.
+func openSessions(ctx context.Context, p Peer, n int) ([]Session, error) {
+	ss, errs := make([]Session, n), make([]error, n)
+	sem := make(chan struct{}, sessionOpeners)
+	var wg sync.WaitGroup
+	for i := range ss {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ss[i], errs[i] = p.Open(ctx, []string{"cat"})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return ss, fmt.Errorf("%s: open: %w", p.Name(), err)
+	}
+	return ss, nil
+}
+
+// closeSessions closes the sessions of ss that were opened, all at once.
+func closeSessions(ss []Session) {
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		if s != nil {
+			wg.Go(func() { _ = s.Close() })
+		}
+	}
+	wg.Wait()
+}
+
+// roundTripsAtOnce has every session of ss make n round trips of
+// RoundTripSize bytes, all at once, and returns every round trip.
+func roundTripsAtOnce(p Peer, ss []Session, n int) ([]time.Duration, error) {
+	samples, errs := make([][]time.Duration, len(ss)), make([]error, len(ss))
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		wg.Go(func() {
+			msg, got := bytes.Repeat([]byte{byte('a' + i%26)}, RoundTripSize), make([]byte, RoundTripSize)
+			samples[i] = make([]time.Duration, 0, n)
+			for range n {
+				t := time.Now()
+				if err := roundTrip(s, msg, got); err != nil {
+					errs[i] = err
+					return
+				}
+				samples[i] = append(samples[i], time.Since(t))
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Name(), err)
+	}
+	return slices.Concat(samples...), nil
 }
 
 // CPUTime returns this process's user + system time so far.
