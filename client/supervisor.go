@@ -146,8 +146,9 @@ func (p *Process) readLoop(ctx context.Context, ws *wsConn) (err error) {
 	var period time.Duration // of the idle check; it doubles while the lender reads
 	for {
 		p.mu.Lock()
-		// Server pings must be answered within the heartbeat.
-		base := min(p.lendIdle, p.m.heartbeat/4)
+		// Server pings must be answered within the heartbeat: the check
+		// never waits longer than a quarter of it.
+		base, most := min(p.lendIdle, p.m.heartbeat/4), p.m.heartbeat/4
 		for (ws.lent || ws.busy) && ws.rerr == nil {
 			period = max(period, base)
 			if idle == nil {
@@ -166,7 +167,7 @@ func (p *Process) readLoop(ctx context.Context, ws *wsConn) (err error) {
 				} else {
 					// Still read: look again less often (a check wakes this
 					// goroutine, which a busy lender would pay for).
-					period = min(2*period, 16*base)
+					period = min(2*period, 16*base, most)
 				}
 				p.mu.Unlock()
 			case <-ctx.Done():
