@@ -27,17 +27,8 @@ import {
   type ProcessRequest,
   type ResumedFrame,
 } from "./frames.js";
-import {
-  ConnectionLost,
-  Destroyed,
-  ProcwireError,
-  SandboxError,
-  SandboxOperationFailed,
-  SandboxProtocolInvalid,
-  processGone,
-  protocolError,
-  sandboxError,
-} from "./errors.js";
+import { SandboxError, SandboxOperationFailed, contractError, sandboxError } from "./errors.js";
+import { Failure, protocolError, surface } from "./failure.js";
 import { dial, isWsClass, webSocketClass, type CloseInfo, type Transport, type WebSocketClass } from "./transport.js";
 
 /** Options of openProcess. Every field is optional. */
@@ -370,6 +361,7 @@ class Proc {
   destroyReq = false; // a destroy was asked and did not fail retryably
   attempt: DestroyAttempt | undefined; // the destroy() running
   abandoned = false;
+  expired = false; // the grace ran out with no connection: the server expires the process
   destroyed = false; // a destroy settled, with destroyErr
   destroyErr: Error | undefined;
   destroyPromise: Promise<void> | undefined;
@@ -471,11 +463,11 @@ class Proc {
     return new Promise<Frame>((resolve, reject) => {
       const timer = setTimeout(() => {
         t.terminate();
-        reject(new ConnectionLost(`procwire: no answer to ${first.type} within ${timeout} ms`));
+        reject(new Failure("timed_out", `no answer to ${first.type} within ${timeout} ms`));
       }, timeout);
       const onAbort = () => {
         t.terminate();
-        reject(new ConnectionLost(`procwire: ${first.type} aborted`));
+        reject(signal!.reason);
       };
       signal?.addEventListener("abort", onAbort, { once: true });
       const done = () => {
@@ -506,9 +498,7 @@ class Proc {
     try {
       f = decode(line, MAX_LINE);
     } catch (e) {
-      if (e instanceof DecodeError) {
-        throw new SandboxProtocolInvalid("open_process", e.frame + (e.frame && e.field ? "." : "") + e.field, e.message, { cause: e });
-      }
+      if (e instanceof DecodeError) throw protocolError("", e.message, e);
       throw e;
     }
     if (CLIENT_FRAMES.has(f.type)) throw protocolError(f.type, "a client frame from the server");
@@ -543,11 +533,11 @@ class Proc {
       } catch (e) {
         err = e;
       }
-      if (err instanceof SandboxProtocolInvalid) {
+      if (err instanceof Failure && (err.condition === "protocol_violation" || err.condition === "evidence_mismatch")) {
         // Fail closed: a process may run, but not as asked for.
         if (t) await this.destroyOn(t, { type: "destroy" }, this.destroyTimeout()).catch(() => {});
         t?.terminate();
-        throw err;
+        throw surface(err, "open_process");
       }
       t?.terminate();
       if (err instanceof SandboxError) {
@@ -562,13 +552,15 @@ class Proc {
         this.openFrame.open_key = undefined;
         continue;
       }
-      if (!sent || err instanceof RefusedConnection) throw err;
+      if (!sent || err instanceof RefusedConnection || (err instanceof Failure && err.condition === "unauthorized")) throw surface(err, "open_process");
       failed++;
       cur = cur === 0 ? this.rmin : Math.min(2 * cur, this.rmax);
       const wait = jitter(cur);
       if (failed >= this.resumeBudget() || Date.now() + wait >= deadline || this.opts.signal?.aborted) {
         await this.destroyByKey();
-        throw new ConnectionLost(`procwire: open: ${failed} attempts: ${(err as Error).message}`);
+        if (this.opts.signal?.aborted) throw this.opts.signal.reason;
+        const why = Date.now() + wait >= deadline ? "timed_out" : "connection_lost";
+        throw contractError(why, "open_process", { message: `procwire: open_process: ${why}: ${failed} attempts: ${(err as Error).message}`, cause: err });
       }
       await new Promise((r) => setTimeout(r, wait));
     }
@@ -902,7 +894,7 @@ class Proc {
   // ---- the streams ---------------------------------------------------------------
 
   private usable(): Error | undefined {
-    if (this.destroyReq) return new Destroyed();
+    if (this.destroyReq) return new Failure("destroyed", "destroy was requested");
     return this.err;
   }
 
@@ -926,8 +918,8 @@ class Proc {
         continue;
       }
       const err = this.usableInput();
-      if (err) throw err;
-      if (this.inClosed) throw new ProcwireError("procwire: stdin closed");
+      if (err) throw surface(err, "write_stdin");
+      if (this.inClosed) throw contractError("stdin_closed", "write_stdin");
       const avail = this.stdinLimit - this.inBuf.end();
       if (avail <= 0) {
         await this.changed();
@@ -951,7 +943,7 @@ class Proc {
         continue;
       }
       const err = this.usableInput();
-      if (err) throw err;
+      if (err) throw surface(err, "write_stdin");
       await this.changed();
     }
   }
@@ -980,9 +972,9 @@ class Proc {
         await this.changed();
         continue;
       }
-      if (this.destroyReq) return ctl.error(new Destroyed());
+      if (this.destroyReq) return ctl.error(contractError("destroyed", "read_stdout"));
       const complete = this.outEOF !== undefined;
-      if (this.err && !complete) return ctl.error(this.err); // what is held is not trusted any more
+      if (this.err && !complete) return ctl.error(surface(this.err, "read_stdout")); // what is held is not trusted any more
       if (this.outQ.length > 0) return ctl.enqueue(this.consumeOutput(this.outQ.length) as Bytes);
       if (complete) return ctl.close();
       await this.changed();
@@ -1002,9 +994,9 @@ class Proc {
         await this.changed();
         continue;
       }
-      if (this.destroyReq) return ctl.error(new Destroyed());
+      if (this.destroyReq) return ctl.error(contractError("destroyed", "read_stderr"));
       const complete = this.exit !== undefined;
-      if (this.err && !complete) return ctl.error(this.err);
+      if (this.err && !complete) return ctl.error(surface(this.err, "read_stderr"));
       if (this.errQ.length > 0) return ctl.enqueue(this.errQ.take(this.errQ.length) as Bytes);
       if (complete) return ctl.close();
       await this.changed();
@@ -1016,7 +1008,7 @@ class Proc {
   signal(name: SignalName): Promise<boolean> {
     if (!SIGNALS.has(name)) return Promise.reject(new TypeError(`procwire: signal ${JSON.stringify(name)} not one of SIGINT, SIGTERM, SIGKILL`));
     const err = this.usable();
-    if (err) return Promise.reject(err);
+    if (err) return Promise.reject(surface(err, "signal_process"));
     return new Promise<boolean>((resolve, reject) => {
       this.signals.push({ id: ++this.nextSig, sig: name, resolve, reject });
       this.kick();
@@ -1028,13 +1020,13 @@ class Proc {
   private end(err: Error): void {
     if (this.err) return;
     this.err = err;
-    if (this.exit === undefined) this.exitReject(err);
-    for (const s of this.signals.splice(0)) s.reject(err);
+    if (this.exit === undefined) this.exitReject(surface(err, "wait_process"));
+    for (const s of this.signals.splice(0)) s.reject(surface(err, "signal_process"));
     this.broadcast();
     const c = this.conn;
     if (c) {
       this.dropConn(c);
-      if (err instanceof Destroyed) c.t.close();
+      if (err instanceof Failure && err.condition === "destroyed") c.t.close();
       else c.t.terminate();
     }
     if (!this.abandoned && !this.destroyed && !processGone(err) && !this.supervising) {
@@ -1048,7 +1040,7 @@ class Proc {
       this.destroyErr = err;
       this.broadcast();
     }
-    if (err === undefined) this.end(new Destroyed());
+    if (err === undefined) this.end(new Failure("destroyed", "destroyed"));
   }
 
   // destroyFailed records a destroy attempt the server answered with a
@@ -1075,6 +1067,7 @@ class Proc {
   }
 
   private async runDestroy(): Promise<void> {
+    if (this.expired) throw contractError("expired", "destroy_process");
     const attempt: DestroyAttempt = {};
     this.attempt = attempt;
     this.destroyReq = true;
@@ -1086,7 +1079,7 @@ class Proc {
     const timedOut = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         this.destroyAbort.abort();
-        reject(new ConnectionLost(`procwire: destroy not confirmed within ${timeout} ms`));
+        reject(contractError("timed_out", "destroy_process", { message: `procwire: destroy_process: timed_out: not confirmed within ${timeout} ms` }));
       }, timeout);
     });
     const answered = () => this.destroyed || attempt.failed !== undefined || (this.err !== undefined && !this.supervising);
@@ -1112,7 +1105,7 @@ class Proc {
       this.destroyPromise = undefined;
       throw attempt.failed;
     }
-    if (this.destroyErr) throw this.destroyErr;
+    if (this.destroyErr) throw surface(this.destroyErr, "destroy_process");
   }
 
   private async until(cond: () => boolean): Promise<void> {
@@ -1137,13 +1130,13 @@ class Proc {
           }
         } catch (e) {
           if (e instanceof SandboxError) return; // settled with it
-          if (e instanceof SandboxProtocolInvalid) throw e;
+          if (e instanceof Failure && (e.condition === "protocol_violation" || e.condition === "evidence_mismatch")) throw e;
           last = e as Error;
         }
         cur = cur === 0 ? this.rmin : Math.min(2 * cur, this.rmax);
         const wait = jitter(cur);
         if (Date.now() + wait >= deadline || this.destroyAbort.signal.aborted) {
-          throw new ConnectionLost(`procwire: destroy not confirmed within ${timeout} ms: ${last?.message ?? "no attempt"}`);
+          throw new Failure("timed_out", `destroy not confirmed within ${timeout} ms: ${last?.message ?? "no attempt"}`);
         }
         await new Promise((r) => setTimeout(r, wait));
       }
@@ -1172,7 +1165,7 @@ class Proc {
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         t.terminate();
-        reject(new ConnectionLost(`procwire: no answer to destroy within ${timeout} ms`));
+        reject(new Failure("timed_out", `no answer to destroy within ${timeout} ms`));
       }, timeout);
       t.onMessage = (line) => {
         try {
@@ -1239,7 +1232,7 @@ class Proc {
           }
           last = e as Error;
           if (this.reached && ++unanswered >= this.resumeBudget()) {
-            this.end(new ConnectionLost(`procwire: connection lost: ${unanswered} resumes in a row got no answer: ${last.message}`));
+            this.end(new Failure("connection_lost", `${unanswered} resumes in a row got no answer: ${last.message}`, { cause: last }));
             return;
           }
         }
@@ -1247,7 +1240,9 @@ class Proc {
         const wait = jitter(cur);
         if (Date.now() + wait >= deadline) {
           this.abandoned = true; // the server expires it, if it is there at all
-          this.end(new ConnectionLost(`procwire: connection lost: no resume within the ${this.grace} ms grace: ${last.message}`));
+          this.expired = true;
+          const shutdown = [why, last].some((e) => e instanceof LostConnection && e.code === 1001);
+          this.end(new Failure(shutdown ? "server_shutdown" : "connection_lost", `no resume within the ${this.grace} ms grace: ${last.message}`, { cause: last }));
           return;
         }
         await new Promise<void>((r) => {
@@ -1290,7 +1285,7 @@ class Proc {
 
   private checkResumed(r: ResumedFrame): void {
     if (r.process_id !== this.id) {
-      throw new SandboxProtocolInvalid("open_process_identity", "process_id", `${JSON.stringify(r.process_id)}, expected ${JSON.stringify(this.id)}`);
+      throw new Failure("evidence_mismatch", `process_id ${JSON.stringify(r.process_id)}, expected ${JSON.stringify(this.id)}`);
     }
     checkEvidence(r.evidence, this.evidence);
     const received = num(r.stdin_received, "resumed.stdin_received");
@@ -1311,7 +1306,7 @@ function checkEvidence(got: Evidence, want: Partial<Evidence>): void {
     const w = want[k];
     if (w === undefined) continue;
     if (got[k] !== w) {
-      throw new SandboxProtocolInvalid("open_process_identity", "evidence." + k, `${JSON.stringify(got[k])}, expected ${JSON.stringify(w)}`);
+      throw new Failure("evidence_mismatch", `evidence.${k} ${JSON.stringify(got[k])}, expected ${JSON.stringify(w)}`);
     }
   }
 }
@@ -1326,34 +1321,51 @@ function closeError(info: CloseInfo): Error {
   const why = info.reason ? `${info.code} ${info.reason}` : String(info.code);
   switch (info.code) {
     case 4001:
-      return new ResumedElsewhere("procwire: connection lost: the process was resumed on another connection");
+      return new Failure("resumed_elsewhere", "the process was resumed on another connection");
     case 1002:
     case 1003:
     case 1007:
     case 1008:
     case 1009:
-      return new RefusedConnection(`procwire: connection lost: the server refused the connection: ${why}`, info.code);
+      return new RefusedConnection(`the server refused the connection: ${why}`, info.code);
   }
-  return new LostConnection(`procwire: connection lost: ${why}`);
+  return new LostConnection(`closed: ${why}`, info.code);
 }
 
 // RefusedConnection: the server closed for a violation; not retried.
-class RefusedConnection extends ConnectionLost {
+class RefusedConnection extends Failure {
   constructor(
     message: string,
     readonly code: number,
   ) {
-    super(message);
+    super("protocol_violation", message);
   }
 }
-// ResumedElsewhere: another connection took the process (4001); not retried.
-class ResumedElsewhere extends ConnectionLost {}
 // LostConnection: a close without procwire's word; resumed.
-class LostConnection extends ConnectionLost {}
+class LostConnection extends Failure {
+  constructor(
+    message: string,
+    readonly code: number,
+  ) {
+    super("connection_lost", message);
+  }
+}
 
-// finalError reports whether err ends the handle instead of being retried.
+// finalError reports whether err ends the handle instead of being retried:
+// the server's word, or a condition no retry gets past.
 function finalError(e: unknown): boolean {
-  return e instanceof SandboxError || e instanceof SandboxProtocolInvalid || e instanceof RefusedConnection || e instanceof ResumedElsewhere;
+  if (e instanceof SandboxError) return true;
+  if (!(e instanceof Failure)) return false;
+  return e.condition !== "connection_lost" && e.condition !== "connection_failed" && e.condition !== "timed_out";
+}
+
+// processGone reports whether err says the process is gone on the server,
+// so there is nothing to destroy.
+function processGone(err: unknown): boolean {
+  if (err instanceof Failure) return err.condition === "destroyed" || err.condition === "expired" || err.condition === "server_shutdown";
+  if (!(err instanceof SandboxError)) return false;
+  if (err.actual === "process_not_found" || err.actual === "process_destroyed" || err.actual === "process_expired") return true;
+  return err.reason === "server_shutdown";
 }
 
 // hold buffers what t delivers until attach takes it over: frames that

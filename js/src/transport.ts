@@ -1,7 +1,7 @@
 // One WebSocket connection, over the `ws` package or a WHATWG WebSocket.
 
 import { MAX_LINE, SUBPROTOCOL } from "./frames.js";
-import { ConnectionLost, protocolError } from "./errors.js";
+import { Failure, protocolError } from "./failure.js";
 
 /**
  * A WebSocket class: `ws`'s (which can send headers and pings), or a
@@ -77,26 +77,27 @@ const encoder = new TextEncoder();
 
 /**
  * Dials url with the procwire.v1 subprotocol. It resolves once the
- * connection is open, and rejects with ConnectionLost when it cannot be,
- * when signal aborts, or after timeoutMs.
+ * connection is open, and rejects with a Failure when it cannot be
+ * (unauthorized for a 401 or 403, connection_failed otherwise, timed_out
+ * after timeoutMs), or with signal.reason when signal aborts.
  */
 export function dial(C: WebSocketClass, url: string, headers: Record<string, string>, timeoutMs: number, signal?: AbortSignal): Promise<Transport> {
   return new Promise<Transport>((resolve, reject) => {
     let settled = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
     let abortSock = () => {};
-    const fail = (why: string) => {
+    const fail = (why: string, err?: unknown) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
       abortSock();
-      reject(new ConnectionLost(`procwire: dial ${url}: ${why}`));
+      reject(err ?? new Failure("connection_failed", `dial ${url}: ${why}`));
     };
-    const onAbort = () => fail("aborted");
-    if (signal?.aborted) return fail("aborted");
+    const onAbort = () => fail("aborted", signal!.reason);
+    if (signal?.aborted) return fail("aborted", signal.reason);
     signal?.addEventListener("abort", onAbort);
-    timer = setTimeout(() => fail(`no connection within ${timeoutMs} ms`), timeoutMs);
+    timer = setTimeout(() => fail("", new Failure("timed_out", `dial ${url}: no connection within ${timeoutMs} ms`)), timeoutMs);
     const opened = (t: Transport, protocol: string) => {
       if (settled) return;
       settled = true;
@@ -104,7 +105,7 @@ export function dial(C: WebSocketClass, url: string, headers: Record<string, str
       signal?.removeEventListener("abort", onAbort);
       if (protocol !== SUBPROTOCOL) {
         t.terminate();
-        reject(new ConnectionLost(`procwire: dial ${url}: server chose subprotocol ${JSON.stringify(protocol)}, want ${SUBPROTOCOL}`));
+        reject(new Failure("protocol_violation", `dial ${url}: server chose subprotocol ${JSON.stringify(protocol)}, want ${SUBPROTOCOL}`));
         return;
       }
       resolve(t);
@@ -120,7 +121,8 @@ export function dial(C: WebSocketClass, url: string, headers: Record<string, str
         sock.on("open", () => opened(t, sock.protocol));
         sock.on("unexpected-response", (_req: unknown, res: { statusCode?: number; statusMessage?: string; resume?: () => void }) => {
           res.resume?.();
-          fail(`HTTP ${res.statusCode} ${res.statusMessage ?? ""}`.trim());
+          const why = `dial ${url}: HTTP ${res.statusCode} ${res.statusMessage ?? ""}`.trim();
+          fail(why, res.statusCode === 401 || res.statusCode === 403 ? new Failure("unauthorized", why) : undefined);
         });
         sock.on("error", (e: Error) => fail(e.message));
         sock.on("close", (code: number) => fail(`closed with ${code} before the upgrade`));

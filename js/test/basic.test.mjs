@@ -2,7 +2,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { openProcess, Destroyed, SandboxLifecycleConflict, SandboxOperationFailed } from "../dist/index.js";
+import { openProcess, SandboxLifecycleConflict, SandboxOperationFailed } from "../dist/index.js";
 import { startServer, readAll, req, instance, pattern, writeAll } from "./helpers.mjs";
 
 let srv;
@@ -12,6 +12,11 @@ before(async () => {
 after(async () => {
   await srv?.stop();
 });
+
+// destroyedBy: the error of an operation on a destroyed handle.
+function destroyedBy(operation) {
+  return (e) => e instanceof SandboxLifecycleConflict && e.operation === operation && e.expected === "running" && e.actual === "process_destroyed";
+}
 
 test("64 MiB through cat, byte-exact", async () => {
   const p = await openProcess(srv.url, instance(), req("cat"));
@@ -103,16 +108,16 @@ test("evidence matches the request", async () => {
   await p.destroy();
 });
 
-test("destroy twice concurrently: one destroy, both settle; later calls reject with Destroyed", async () => {
+test("destroy twice concurrently: one destroy, both settle; later calls reject with SandboxLifecycleConflict process_destroyed", async () => {
   const p = await openProcess(srv.url, instance(), req("sleep", "600"));
   const a = p.destroy();
   const b = p.destroy();
   assert.equal(a, b, "the same promise");
   await Promise.all([a, b]);
-  await assert.rejects(p.signal("SIGTERM"), Destroyed);
-  await assert.rejects(p.output.getReader().read(), Destroyed);
+  await assert.rejects(p.signal("SIGTERM"), destroyedBy("signal_process"));
+  await assert.rejects(p.output.getReader().read(), destroyedBy("read_stdout"));
   const w = p.wait();
-  await w.then((e) => assert.deepEqual(e, { signal: "SIGKILL" }), (e) => assert.ok(e instanceof Destroyed));
+  await w.then((e) => assert.deepEqual(e, { signal: "SIGKILL" }), (e) => assert.ok(destroyedBy("wait_process")(e), String(e)));
   await p.destroy(); // idempotent
 });
 
@@ -120,7 +125,7 @@ test("input.abort() destroys the process", async () => {
   const p = await openProcess(srv.url, instance(), req("cat"));
   await p.input.abort(new Error("no more"));
   await p.destroy();
-  await assert.rejects(p.signal("SIGTERM"), Destroyed);
+  await assert.rejects(p.signal("SIGTERM"), destroyedBy("signal_process"));
 });
 
 test("a second open on the instance is SandboxLifecycleConflict with the server's fields", async () => {
@@ -152,8 +157,8 @@ test("destroy wakes every pending call: a read, a write, wait(), signal()", asyn
   read.catch(() => {});
   write.catch(() => {});
   await p.destroy();
-  await assert.rejects(read, Destroyed);
-  await assert.rejects(write, Destroyed);
-  await wait.then((e) => assert.deepEqual(e, { signal: "SIGKILL" }), (e) => assert.ok(e instanceof Destroyed));
-  await assert.rejects(p.signal("SIGINT"), Destroyed);
+  await assert.rejects(read, destroyedBy("read_stdout"));
+  await assert.rejects(write, destroyedBy("write_stdin"));
+  await wait.then((e) => assert.deepEqual(e, { signal: "SIGKILL" }), (e) => assert.ok(destroyedBy("wait_process")(e), String(e)));
+  await assert.rejects(p.signal("SIGINT"), destroyedBy("signal_process"));
 });

@@ -6,7 +6,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { WebSocket } from "ws";
-import { openProcess, Destroyed, SandboxOperationFailed } from "../dist/index.js";
+import { openProcess, SandboxLifecycleConflict, SandboxOperationFailed } from "../dist/index.js";
 import { startStubbornServer, startCutProxy, req, instance } from "./helpers.mjs";
 
 let srv;
@@ -74,8 +74,8 @@ test("a destroy the server could not complete rejects at once; the handle goes o
   await c;
   assert.equal(p.destroy(), c, "settled: the same promise");
   await p.destroy();
-  await assert.rejects(r.read(), Destroyed);
-  await assert.rejects(p.signal("SIGTERM"), Destroyed);
+  await assert.rejects(r.read(), (e) => e instanceof SandboxLifecycleConflict && e.operation === "read_stdout" && e.actual === "process_destroyed");
+  await assert.rejects(p.signal("SIGTERM"), (e) => e instanceof SandboxLifecycleConflict && e.operation === "signal_process" && e.actual === "process_destroyed");
 });
 
 // Dials is ws's WebSocket, counting the connections of the handle that
@@ -130,5 +130,5 @@ test("a destroy the server could not complete as the first frame of a new connec
   assert.equal(await proxy.cmd("accepted"), `accepted ${accepted + 2}`, "a connection for the destroy, one for the resume");
 
   await p.destroy();
-  await assert.rejects(r.read(), Destroyed);
+  await assert.rejects(r.read(), (e) => e instanceof SandboxLifecycleConflict && e.operation === "read_stdout" && e.actual === "process_destroyed");
 });

@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { WebSocketServer } from "ws";
-import { openProcess, decode, encode, argumentsDigest, ConnectionLost, DecodeError, SandboxProtocolInvalid, SandboxOperationFailed } from "../dist/index.js";
+import { openProcess, decode, encode, argumentsDigest, DecodeError, SandboxOperationFailed } from "../dist/index.js";
 import { req } from "./helpers.mjs";
 
 const PID = "8f3a0c1e5b7d49a2b6c4e0f1a2b3c4d5";
@@ -64,7 +64,12 @@ async function opened(open, patch = {}) {
   };
 }
 
-test("tampered evidence at open: SandboxProtocolInvalid naming the field, and the process is destroyed", async () => {
+// violation: the client's word for a server that broke the wire.
+function violation(e, operation) {
+  return e instanceof SandboxOperationFailed && e._tag === "SandboxOperationFailed" && e.operation === operation && e.reason === "protocol_violation";
+}
+
+test("tampered evidence at open: SandboxOperationFailed{open_process_identity, evidence_mismatch} naming the field, and the process is destroyed", async () => {
   let destroyed;
   const got = new Promise((r) => (destroyed = r));
   const srv = await fake(async ({ next, send }) => {
@@ -75,9 +80,10 @@ test("tampered evidence at open: SandboxProtocolInvalid naming the field, and th
     send({ type: "destroyed", process_id: PID });
   });
   await assert.rejects(openProcess(srv.url, "inst-1", req("cat", "-u")), (e) => {
-    assert.ok(e instanceof SandboxProtocolInvalid);
+    assert.ok(e instanceof SandboxOperationFailed);
     assert.equal(e.operation, "open_process_identity");
-    assert.equal(e.field, "evidence.executable");
+    assert.equal(e.reason, "evidence_mismatch");
+    assert.match(e.message, /evidence\.executable/);
     return true;
   });
   assert.deepEqual(await got, { type: "destroy" });
@@ -108,9 +114,10 @@ test("tampered evidence on resume: the handle ends naming the field; destroy by 
   });
   const p = await openProcess(srv.url, "inst-2", req("cat"), { reconnectMin: 5 });
   await assert.rejects(p.wait(), (e) => {
-    assert.ok(e instanceof SandboxProtocolInvalid);
+    assert.ok(e instanceof SandboxOperationFailed);
     assert.equal(e.operation, "open_process_identity");
-    assert.equal(e.field, "evidence.started_at");
+    assert.equal(e.reason, "evidence_mismatch");
+    assert.match(e.message, /evidence\.started_at/);
     return true;
   });
   assert.deepEqual(await got, { type: "destroy", process_id: PID, token: TOKEN });
@@ -131,8 +138,8 @@ test("stdout past the window is a protocol violation that ends the handle", asyn
     }
   });
   const p = await openProcess(srv.url, "inst-3", req("cat"));
-  await assert.rejects(p.wait(), (e) => e instanceof SandboxProtocolInvalid && e.field === "stdout.data");
-  await assert.rejects(p.output.getReader().read(), SandboxProtocolInvalid);
+  await assert.rejects(p.wait(), (e) => violation(e, "wait_process") && /stdout\.data/.test(e.message));
+  await assert.rejects(p.output.getReader().read(), (e) => violation(e, "read_stdout"));
   await p.destroy(); // settles with the destroy the client made itself
   await srv.close();
 });
@@ -190,7 +197,7 @@ test("compress violations: an encoding never offered, enc on a direction not neg
     [{ output_enc: "s2", max_data: 1024 }, [{ type: "stderr", off: 0, data: ZEROS_S2, enc: "s2" }], { compress: true }, "stderr.data"],
   ]) {
     const srv = await compressFake(patch, frames);
-    const isField = (e) => e instanceof SandboxProtocolInvalid && e.field === field;
+    const isField = (e) => e instanceof SandboxOperationFailed && e.reason === "protocol_violation" && e.message.includes(field + ":");
     if (field.startsWith("opened.")) {
       await assert.rejects(openProcess(srv.url, "inst-c2", req("cat"), opts), isField, field);
     } else {
@@ -215,7 +222,7 @@ test("a second, different exit is a protocol violation; the first stays", async 
   });
   const p = await openProcess(srv.url, "inst-4", req("cat"));
   assert.deepEqual(await p.wait(), { code: 3 });
-  await assert.rejects(p.error.getReader().read().then(() => p.signal("SIGTERM")), SandboxProtocolInvalid);
+  await assert.rejects(p.error.getReader().read().then(() => p.signal("SIGTERM")), (e) => violation(e, "signal_process"));
   await p.destroy(); // settles with the destroy the client made itself
   await srv.close();
 });
@@ -262,7 +269,7 @@ test("an open that never gets an answer is destroyed by instance_id and open_key
       ws.close(1000);
     }
   });
-  await assert.rejects(openProcess(srv.url, "inst-6", req("cat"), { reconnectMin: 5, reconnectMax: 10, resumeBudget: 3 }), ConnectionLost);
+  await assert.rejects(openProcess(srv.url, "inst-6", req("cat"), { reconnectMin: 5, reconnectMax: 10, resumeBudget: 3 }), (e) => e instanceof SandboxOperationFailed && e.operation === "open_process" && e.reason === "connection_lost");
   assert.deepEqual(await got, { type: "destroy", instance_id: "inst-6", open_key: key });
   await srv.close();
 });
@@ -328,7 +335,7 @@ test("a window larger than asked for is refused at open, and the process destroy
     destroyed(await next());
     send({ type: "destroyed", process_id: PID });
   });
-  await assert.rejects(openProcess(srv.url, "inst-9", req("cat"), { stdoutWindow: 4096 }), (e) => e instanceof SandboxProtocolInvalid && e.field === "opened.stdout_window");
+  await assert.rejects(openProcess(srv.url, "inst-9", req("cat"), { stdoutWindow: 4096 }), (e) => violation(e, "open_process") && e.message.includes("opened.stdout_window"));
   assert.deepEqual(await got, { type: "destroy" });
   await srv.close();
 });
@@ -375,7 +382,7 @@ test("invalid UTF-8 in a text message is a protocol violation (the decoder check
     }
   });
   const p = await openProcess(srv.url, "inst-11", req("cat"));
-  await assert.rejects(p.wait(), (e) => e instanceof SandboxProtocolInvalid && e.field === "error" && e.cause instanceof DecodeError && e.cause.kind === "syntax");
+  await assert.rejects(p.wait(), (e) => violation(e, "wait_process") && e.cause instanceof DecodeError && e.cause.frame === "error" && e.cause.kind === "syntax");
   await p.destroy();
   await srv.close();
 });

@@ -2,7 +2,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as delay } from "node:timers/promises";
-import { openProcess, Destroyed } from "../dist/index.js";
+import { openProcess, SandboxLifecycleConflict } from "../dist/index.js";
 import { startServer, readAll, req, instance } from "./helpers.mjs";
 
 let srv;
@@ -29,7 +29,7 @@ test("unread output holds the child at one window", async () => {
   const p = await openProcess(srv.url, instance("unread"), req("head", "-c", String(total), "/dev/zero"), { stdoutWindow: window });
   await until(() => p.progress().stdoutReceived >= window, "a full window");
   // Observe a while: nothing beyond the window arrives (the client would
-  // also end the handle with SandboxProtocolInvalid if it did).
+  // also end the handle with a protocol_violation if it did).
   await delay(500);
   assert.equal(p.progress().stdoutReceived, window);
   assert.equal(p.progress().stdoutRead, 0);
@@ -50,7 +50,7 @@ test("input backpressure: desiredSize goes non-positive while the child does not
   assert.ok(p.progress().stdinWritten - p.progress().stdinReceived <= 4096 + 65536 * 2);
   await p.destroy();
   const results = await Promise.all(pending);
-  assert.ok(results.some((e) => e instanceof Destroyed), "a blocked write ends with Destroyed");
+  assert.ok(results.some((e) => e instanceof SandboxLifecycleConflict && e.operation === "write_stdin" && e.actual === "process_destroyed"), "a blocked write ends with process_destroyed");
 });
 
 test("stderr is bounded: what was read plus errorDropped() is what the child wrote", async () => {

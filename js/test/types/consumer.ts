@@ -2,11 +2,9 @@
 // way the README does, under strict settings.
 import {
   openProcess,
-  ConnectionLost,
-  Destroyed,
   SandboxError,
   SandboxLifecycleConflict,
-  SandboxProtocolInvalid,
+  SandboxOperationFailed,
   type Exit,
   type ProcessHandle,
   type OpenOptions,
@@ -32,10 +30,9 @@ export async function pipeline(url: string, token: string): Promise<Exit> {
     console.log(delivered, p.errorDropped(), p.evidence.started_at, p.progress().stdoutRead);
     return exit;
   } catch (e) {
-    if (e instanceof SandboxLifecycleConflict) console.log(e.operation, e.actual);
-    else if (e instanceof SandboxError) console.log(e.code, e.reason, e.gap?.oldest);
-    else if (e instanceof SandboxProtocolInvalid) console.log(e.operation, e.field);
-    else if (e instanceof ConnectionLost || e instanceof Destroyed) console.log(e.message);
+    if (e instanceof SandboxLifecycleConflict) console.log(e.operation, e.actual satisfies string, e.expected);
+    else if (e instanceof SandboxOperationFailed) console.log(e._tag satisfies "SandboxOperationFailed", e.operation satisfies string, e.reason satisfies string);
+    else if (e instanceof SandboxError) console.log(e._tag, e.reason, e.gap?.oldest);
     throw e;
   } finally {
     await p.destroy();
