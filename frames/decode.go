@@ -12,7 +12,7 @@ import (
 // JSON scanner: no reflection, no encoding/json.
 //
 // The frames it returns of the hot types (*Stdin, *Stdout, *Stderr, *Ack,
-// *Credit, *StdoutEOF, *StdinClose) are owned by the Decoder and reused:
+// *Credit, *StdoutEOF, *StdinClose, *Ping, *Pong) are owned by the Decoder and reused:
 // they, and their Data, are valid until the next call of Decode. Frames of
 // the other types are freshly allocated and belong to the caller. Decoding a
 // data frame allocates nothing once the Decoder's buffer has grown.
@@ -53,6 +53,8 @@ type Decoder struct {
 	credit     Credit
 	stdoutEOF  StdoutEOF
 	stdinClose StdinClose
+	ping       Ping
+	pong       Pong
 }
 
 // Decode decodes one frame from line, which may end in its '\n'. See the
@@ -256,6 +258,12 @@ func (d *Decoder) newFrame(t Type) fielder {
 		case TypeStdinClose:
 			d.stdinClose = StdinClose{}
 			return &d.stdinClose
+		case TypePing:
+			d.ping = Ping{}
+			return &d.ping
+		case TypePong:
+			d.pong = Pong{}
+			return &d.pong
 		}
 	}
 	switch t {
@@ -293,6 +301,10 @@ func (d *Decoder) newFrame(t Type) fielder {
 		return new(Destroyed)
 	case TypeError:
 		return new(Error)
+	case TypePing:
+		return new(Ping)
+	case TypePong:
+		return new(Pong)
 	}
 	panic("frames: no frame for type " + t.String())
 }
@@ -458,6 +470,22 @@ func (d *Decoder) value(fd *field, p any, parent string) *DecodeError {
 			*p = int(v)
 		}
 		return nil
+	case rBool:
+		switch c {
+		case 't':
+			if err := d.literal("true"); err != nil {
+				return err
+			}
+			*p.(*bool) = true
+			return nil
+		case 'f':
+			if err := d.literal("false"); err != nil {
+				return err
+			}
+			*p.(*bool) = false
+			return nil
+		}
+		return d.wrongType(path(), "boolean")
 	case rData:
 		if c != '"' {
 			return d.wrongType(path(), "base64 string")

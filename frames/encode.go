@@ -92,6 +92,8 @@ func appendValue(dst []byte, fd *field, p any) []byte {
 		return strconv.AppendInt(dst, int64(*p), 10)
 	case *string:
 		return appendString(dst, *p)
+	case *bool:
+		return strconv.AppendBool(dst, *p)
 	case *SignalName:
 		return appendString(dst, string(*p))
 	case *ErrorCode:

@@ -34,6 +34,7 @@ const (
 	rArgs                   // request.arguments
 	rEnv                    // request.environment
 	rObject                 // nested object described by sub
+	rBool                   // true or false; *bool, present when true
 )
 
 // field describes one member of an object.
@@ -65,6 +66,8 @@ func offset(name string) field { return field{name: name, rule: rInt, req: true,
 func intIn(name string, req bool, lo, hi int64) field {
 	return field{name: name, rule: rInt, req: req, min: lo, max: hi}
 }
+
+func boolean(name string) field { return field{name: name, rule: rBool} }
 
 func str(name string, r rule, req bool) field { return field{name: name, rule: r, req: req} }
 
@@ -129,12 +132,14 @@ var schemas = [...]*schema{
 		intIn("stdin_window", false, MinWindow, MaxWindow),
 		str("open_key", rToken, false),
 		str("output_enc", rEncList, false),
-		str("stdin_enc", rEncList, false)),
+		str("stdin_enc", rEncList, false),
+		boolean("pings")),
 	TypeResume: frame(TypeResume,
 		str("process_id", rProcessID, true),
 		str("token", rToken, true),
 		offset("stdout_received"),
-		intIn("stderr_received", false, 0, math.MaxInt64)),
+		intIn("stderr_received", false, 0, math.MaxInt64),
+		boolean("pings")),
 	TypeStdin:      frame(TypeStdin, offset("off"), field{name: "data", rule: rData, req: true}, str("enc", rEnc, false)),
 	TypeStdinClose: frame(TypeStdinClose, offset("off")),
 	TypeAck:        frame(TypeAck, offset("stdout")),
@@ -158,12 +163,14 @@ var schemas = [...]*schema{
 		offset("exit_wait_ms"),
 		intIn("max_data", true, 1, MaxData),
 		str("output_enc", rEnc, false),
-		str("stdin_enc", rEnc, false)),
+		str("stdin_enc", rEnc, false),
+		boolean("pings")),
 	TypeResumed: frame(TypeResumed,
 		str("process_id", rProcessID, true),
 		object("evidence", evidenceSchema, true),
 		offset("stdin_received"),
-		offset("stdin_limit")),
+		offset("stdin_limit"),
+		boolean("pings")),
 	TypeCredit:    frame(TypeCredit, offset("stdin_received"), offset("stdin_limit")),
 	TypeStdout:    frame(TypeStdout, offset("off"), field{name: "data", rule: rData, req: true}, str("enc", rEnc, false)),
 	TypeStdoutEOF: frame(TypeStdoutEOF, offset("off")),
@@ -185,6 +192,8 @@ var schemas = [...]*schema{
 		str("message", rText, false),
 		object("gap", gapSchema, false),
 		intIn("id", false, 1, math.MaxInt64)),
+	TypePing: frame(TypePing, intIn("id", true, 0, MaxPingID)),
+	TypePong: frame(TypePong, intIn("id", true, 0, MaxPingID)),
 }
 
 // typeByName maps a wire type name to its Type.
@@ -276,6 +285,8 @@ func (s *schema) present(obj fielder, i int) bool {
 		return *p != 0
 	case *string:
 		return *p != ""
+	case *bool:
+		return *p
 	case **Gap:
 		return *p != nil
 	}
@@ -443,10 +454,10 @@ func validUTF8[T ~string | ~[]byte](s T) bool { return utf8.ValidString(string(s
 
 func (f *Open) field(i int) any {
 	return [...]any{nil, &f.InstanceID, &f.Request, &f.StdoutWindow, &f.StdinWindow, &f.OpenKey,
-		&f.OutputEnc, &f.StdinEnc}[i]
+		&f.OutputEnc, &f.StdinEnc, &f.Pings}[i]
 }
 func (f *Resume) field(i int) any {
-	return [...]any{nil, &f.ProcessID, &f.Token, &f.StdoutReceived, &f.StderrReceived}[i]
+	return [...]any{nil, &f.ProcessID, &f.Token, &f.StdoutReceived, &f.StderrReceived, &f.Pings}[i]
 }
 func (f *Stdin) field(i int) any      { return [...]any{nil, &f.Off, &f.Data, &f.Enc}[i] }
 func (f *StdinClose) field(i int) any { return [...]any{nil, &f.Off}[i] }
@@ -457,10 +468,10 @@ func (f *Destroy) field(i int) any {
 }
 func (f *Opened) field(i int) any {
 	return [...]any{nil, &f.ProcessID, &f.Token, &f.Evidence, &f.StdinLimit, &f.StdoutWindow,
-		&f.StderrWindow, &f.GraceMS, &f.HeartbeatMS, &f.ExitWaitMS, &f.MaxData, &f.OutputEnc, &f.StdinEnc}[i]
+		&f.StderrWindow, &f.GraceMS, &f.HeartbeatMS, &f.ExitWaitMS, &f.MaxData, &f.OutputEnc, &f.StdinEnc, &f.Pings}[i]
 }
 func (f *Resumed) field(i int) any {
-	return [...]any{nil, &f.ProcessID, &f.Evidence, &f.StdinReceived, &f.StdinLimit}[i]
+	return [...]any{nil, &f.ProcessID, &f.Evidence, &f.StdinReceived, &f.StdinLimit, &f.Pings}[i]
 }
 func (f *Credit) field(i int) any    { return [...]any{nil, &f.StdinReceived, &f.StdinLimit}[i] }
 func (f *Stdout) field(i int) any    { return [...]any{nil, &f.Off, &f.Data, &f.Enc}[i] }
@@ -480,4 +491,6 @@ func (e *Evidence) field(i int) any {
 	return [...]any{&e.WireRevision, &e.Provider, &e.ProviderRevision, &e.InstanceID, &e.ProcessID,
 		&e.Executable, &e.WorkingDirectory, &e.ArgumentsDigest, &e.StartedAt}[i]
 }
-func (g *Gap) field(i int) any { return [...]any{&g.Requested, &g.Oldest}[i] }
+func (f *Ping) field(i int) any { return [...]any{nil, &f.ID}[i] }
+func (f *Pong) field(i int) any { return [...]any{nil, &f.ID}[i] }
+func (g *Gap) field(i int) any  { return [...]any{&g.Requested, &g.Oldest}[i] }

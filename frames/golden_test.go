@@ -170,7 +170,7 @@ func TestGoldenValid(t *testing.T) {
 			t.Fatalf("valid line %d through the general path: %v", i+1, err)
 		}
 	}
-	for ty := frames.TypeOpen; ty <= frames.TypeError; ty++ {
+	for ty := frames.TypeOpen; ty <= frames.TypePong; ty++ {
 		if !types[ty] {
 			t.Errorf("no valid vector of type %s", ty)
 		}

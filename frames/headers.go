@@ -12,3 +12,10 @@ const (
 	// that names its process by id.
 	HeaderProcess = "Procwire-Process"
 )
+
+// BearerSubprotocolPrefix starts the WebSocket subprotocol that carries the
+// bearer token for a client that cannot set an Authorization header (a
+// browser's WebSocket): "procwire.bearer." followed by the token in
+// base64url without padding (RFC 4648 §5), offered besides Subprotocol. A
+// server never selects it (PROTOCOL.md §1).
+const BearerSubprotocolPrefix = "procwire.bearer."

@@ -34,7 +34,8 @@ const (
 // Type names a frame. The zero Type is invalid.
 type Type uint8
 
-// Frame types. Client to server: Open .. Destroy. Server to client: Opened .. Error.
+// Frame types. Client to server: Open .. Destroy and Ping. Server to client:
+// Opened .. Error and Pong.
 const (
 	TypeOpen Type = iota + 1
 	TypeResume
@@ -54,6 +55,11 @@ const (
 	TypeSignaled
 	TypeDestroyed
 	TypeError
+
+	// TypePing (C→S) and TypePong (S→C) are the application-level ping of
+	// a session whose open or resume negotiated pings (PROTOCOL.md §3).
+	TypePing
+	TypePong
 )
 
 var typeNames = [...]string{
@@ -74,6 +80,8 @@ var typeNames = [...]string{
 	TypeSignaled:   "signaled",
 	TypeDestroyed:  "destroyed",
 	TypeError:      "error",
+	TypePing:       "ping",
+	TypePong:       "pong",
 }
 
 // String returns the wire name of t, such as "stdout_eof".
@@ -85,7 +93,7 @@ func (t Type) String() string {
 }
 
 // FromClient reports whether frames of type t travel from client to server.
-func (t Type) FromClient() bool { return t >= TypeOpen && t <= TypeDestroy }
+func (t Type) FromClient() bool { return t >= TypeOpen && t <= TypeDestroy || t == TypePing }
 
 // Frame is implemented by a pointer to every frame type.
 type Frame interface {
@@ -125,6 +133,10 @@ type Open struct {
 	// StdinEnc lists the encodings the client may compress stdin with, in
 	// the same form. Empty (absent): none.
 	StdinEnc string
+	// Pings asks for application-level pings: the server answers every
+	// Ping with a Pong. For a peer that cannot see WebSocket pings (a
+	// browser). False (absent): none, as before.
+	Pings bool
 }
 
 // EncS2 names the S2 block encoding (github.com/klauspost/compress/s2) of
@@ -140,6 +152,9 @@ type Resume struct {
 	StdoutReceived int64
 	// StderrReceived is the same for stderr (best effort).
 	StderrReceived int64
+	// Pings asks for application-level pings on this connection, as in
+	// Open.
+	Pings bool
 }
 
 // Stdin carries bytes for the child's stdin at absolute offset Off.
@@ -233,6 +248,9 @@ type Opened struct {
 	// StdinEnc is the encoding the client may use for stdin payloads, one
 	// of those the open listed; empty (absent): none.
 	StdinEnc string
+	// Pings says the server answers Ping frames; set only when the open
+	// asked for them.
+	Pings bool
 }
 
 // Resumed answers Resume; replayed frames follow it.
@@ -243,6 +261,9 @@ type Resumed struct {
 	// from there.
 	StdinReceived int64
 	StdinLimit    int64
+	// Pings says the server answers Ping frames on this connection; set
+	// only when the resume asked for them.
+	Pings bool
 }
 
 // Credit grants stdin: the server received StdinReceived bytes and the
@@ -341,6 +362,21 @@ type Error struct {
 	ID int64
 }
 
+// MaxPingID is the largest id of a Ping (2^53-1, exact in every JSON number).
+const MaxPingID = 1<<53 - 1
+
+// Ping asks the server for a Pong with the same ID, on a connection whose
+// open or resume negotiated pings. A client that cannot see WebSocket pings
+// learns from the Pong that the link is alive.
+type Ping struct {
+	ID int64
+}
+
+// Pong answers Ping with its ID.
+type Pong struct {
+	ID int64
+}
+
 // Type returns TypeOpen.
 func (*Open) Type() Type { return TypeOpen }
 
@@ -391,3 +427,9 @@ func (*Destroyed) Type() Type { return TypeDestroyed }
 
 // Type returns TypeError.
 func (*Error) Type() Type { return TypeError }
+
+// Type returns TypePing.
+func (*Ping) Type() Type { return TypePing }
+
+// Type returns TypePong.
+func (*Pong) Type() Type { return TypePong }

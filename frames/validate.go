@@ -84,6 +84,8 @@ func validateValue(fd *field, p any, parent string) *DecodeError {
 		return checkInt(int64(*p))
 	case *string:
 		return checkStr(*p)
+	case *bool:
+		return nil
 	case *SignalName:
 		return checkStr(string(*p))
 	case *ErrorCode:
@@ -169,6 +171,8 @@ func equalValue(sub *schema, a, b any) bool {
 		return *a == *b.(*int)
 	case *string:
 		return *a == *b.(*string)
+	case *bool:
+		return *a == *b.(*bool)
 	case *SignalName:
 		return *a == *b.(*SignalName)
 	case *ErrorCode:

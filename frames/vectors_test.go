@@ -148,7 +148,7 @@ func validLines() []string {
 		v = append(v, `{"type":"error","code":"`+c+`"}`)
 	}
 	v = append(v, `{"type":"error","code":"SandboxInstanceNotFound","operation":"open_process","expected":"e","actual":"a","requirement":"r","reason":"r","message":"`+strings.Repeat("m", 4096)+`","gap":{"requested":`+maxInt+`,"oldest":0},"id":1}`)
-	return append(v, compressedLines()...)
+	return append(append(v, compressedLines()...), pingLines()...)
 }
 
 // ndjsonPayload is ACP-shaped output: JSON lines that repeat their keys.
@@ -530,11 +530,11 @@ func invalidVectors() []invalidVector {
 		inv("bad_value.destroy_open_key", `{"type":"destroy","instance_id":"inst-1","open_key":"`+openKey+`0"}`, "destroy", "open_key", frames.KindBadValue),
 		inv("bad_value.destroy_instance_id", `{"type":"destroy","instance_id":"a b","open_key":"`+openKey+`"}`, "destroy", "instance_id", frames.KindBadValue),
 	}
-	return append(v, compressedInvalid()...)
+	return append(append(v, compressedInvalid()...), pingInvalid()...)
 }
 
 func noncanonicalVectors() []noncanonicalVector {
-	return []noncanonicalVector{
+	return append([]noncanonicalVector{
 		{"type_last", `{"off":5,"data":"aGVsbG8K","type":"stdout"}`, `{"type":"stdout","off":5,"data":"aGVsbG8K"}`},
 		{"whitespace", "{ \"type\" : \"ack\" ,\t\"stdout\" :\r7 }", `{"type":"ack","stdout":7}`},
 		{"trailing_newline_dropped_in_canonical_compare", `{"stdout":7,"type":"ack"}` + "\n", `{"type":"ack","stdout":7}`},
@@ -548,5 +548,5 @@ func noncanonicalVectors() []noncanonicalVector {
 		{"destroy_key_pair_reordered", `{"open_key":"` + openKey + `", "instance_id":"inst-1","type":"destroy"}`, `{"type":"destroy","instance_id":"inst-1","open_key":"` + openKey + `"}`},
 		{"error_id_first", `{"id":7,"type":"error","reason":"signal_failed","operation":"signal_process","code":"SandboxOperationFailed"}`, `{"type":"error","code":"SandboxOperationFailed","operation":"signal_process","reason":"signal_failed","id":7}`},
 		{"escaped_control_uppercase_hex", `{"type":"open","instance_id":"i","request":{"executable":"cat","arguments":["\u001B\u0008"],"working_directory":"/","environment":{}}}`, `{"type":"open","instance_id":"i","request":{"executable":"cat","arguments":["\u001b\b"],"working_directory":"/","environment":{}}}`},
-	}
+	}, pingNoncanonical()...)
 }

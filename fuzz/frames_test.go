@@ -315,12 +315,12 @@ func frameFrom(kind uint8, a, b int64, s1, s2, s3 string, data []byte) frames.Fr
 	if b%3 == 0 {
 		gap = &frames.Gap{Requested: a, Oldest: b}
 	}
-	switch frames.Type(kind%17 + 1) {
+	switch frames.Type(kind%19 + 1) {
 	case frames.TypeOpen:
 		return &frames.Open{InstanceID: s1, Request: frames.ProcessRequest{Executable: s2, Arguments: args,
-			WorkingDirectory: part(0), Environment: env}, StdoutWindow: a, StdinWindow: b, OpenKey: part(9)}
+			WorkingDirectory: part(0), Environment: env}, StdoutWindow: a, StdinWindow: b, OpenKey: part(9), Pings: b%2 == 0}
 	case frames.TypeResume:
-		return &frames.Resume{ProcessID: s1, Token: s2, StdoutReceived: a, StderrReceived: b}
+		return &frames.Resume{ProcessID: s1, Token: s2, StdoutReceived: a, StderrReceived: b, Pings: a%2 == 0}
 	case frames.TypeStdin:
 		return &frames.Stdin{Off: a, Data: data}
 	case frames.TypeStdinClose:
@@ -341,9 +341,9 @@ func frameFrom(kind uint8, a, b int64, s1, s2, s3 string, data []byte) frames.Fr
 		return d
 	case frames.TypeOpened:
 		return &frames.Opened{ProcessID: s1, Token: s2, Evidence: ev, StdinLimit: a, StdoutWindow: b,
-			StderrWindow: a ^ b, GraceMS: a, HeartbeatMS: b, ExitWaitMS: a, MaxData: b}
+			StderrWindow: a ^ b, GraceMS: a, HeartbeatMS: b, ExitWaitMS: a, MaxData: b, Pings: a%2 == 0}
 	case frames.TypeResumed:
-		return &frames.Resumed{ProcessID: s1, Evidence: ev, StdinReceived: a, StdinLimit: b}
+		return &frames.Resumed{ProcessID: s1, Evidence: ev, StdinReceived: a, StdinLimit: b, Pings: b%2 == 0}
 	case frames.TypeCredit:
 		return &frames.Credit{StdinReceived: a, StdinLimit: b}
 	case frames.TypeStdout:
@@ -358,6 +358,10 @@ func frameFrom(kind uint8, a, b int64, s1, s2, s3 string, data []byte) frames.Fr
 		return &frames.Signaled{ID: a, Result: s1}
 	case frames.TypeDestroyed:
 		return &frames.Destroyed{ProcessID: s1}
+	case frames.TypePing:
+		return &frames.Ping{ID: a}
+	case frames.TypePong:
+		return &frames.Pong{ID: b}
 	default:
 		return &frames.Error{Code: frames.ErrorCode(s1), Operation: part(0), Expected: part(1), Actual: part(2),
 			Requirement: part(3), Reason: part(4), Message: s2, Gap: gap, ID: b}

@@ -116,6 +116,10 @@ type conn struct {
 	dec  frames.Decoder
 	rbuf []byte
 	sess *session
+	// pings: the first frame asked for application-level pings; the hello
+	// says so and every ping is answered with a pong (set before the
+	// writer starts).
+	pings bool
 
 	// The writer's lock: the writer goroutine holds it while it writes,
 	// and a kick takes it when it is free. dirty asks the holder to look
@@ -308,6 +312,12 @@ func refusalReason(e *frames.Error) string {
 // goroutine before the writer starts.
 func (c *conn) attach(se *session, hello frames.Frame, stdoutOff, stderrOff int64, mark *replayMark) {
 	c.sess = se
+	switch h := hello.(type) {
+	case *frames.Opened:
+		h.Pings = c.pings
+	case *frames.Resumed:
+		h.Pings = c.pings
+	}
 	c.hello = hello
 	c.stdoutSent.Store(stdoutOff)
 	c.stderrSent = stderrOff
@@ -434,8 +444,10 @@ func (c *conn) first() (st closeStatus, attached bool) {
 	}
 	switch f := f.(type) {
 	case *frames.Open:
+		c.pings = f.Pings
 		return c.srv.open(c, f)
 	case *frames.Resume:
+		c.pings = f.Pings
 		return c.srv.resume(c, f)
 	case *frames.Destroy:
 		return c.srv.destroyFirst(c, f), false
@@ -493,6 +505,8 @@ func (c *conn) handle(f frames.Frame) (st closeStatus, done bool) {
 		return c.signal(f)
 	case *frames.Destroy:
 		return c.destroy(f)
+	case *frames.Ping:
+		return c.ping(f)
 	case *frames.Open, *frames.Resume:
 		return protocolError("%s inside a session", f.Type()), true
 	}
@@ -674,4 +688,16 @@ func (c *conn) destroy(f *frames.Destroy) (closeStatus, bool) {
 		return closeStatus{}, false
 	}
 	return destroyedStatus(ts), true
+}
+
+// ping answers an application-level ping (PROTOCOL.md §3) with its pong,
+// through the writer's answer queue, which it takes before any stream
+// frame: neither a stdout window nor a stdin credit delays it. A ping on a
+// connection that did not negotiate pings is not allowed now (1002).
+func (c *conn) ping(f *frames.Ping) (closeStatus, bool) {
+	if !c.pings {
+		return protocolError("ping without pings negotiated"), true
+	}
+	c.send(&frames.Pong{ID: f.ID})
+	return closeStatus{}, false
 }

@@ -227,22 +227,6 @@ func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return wc, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(wc, brw.Writer.Size())), nil
 }
 
-// authorized reports whether r carries the configured bearer token. Both
-// sides are hashed first so that the compare is constant-time whatever the
-// lengths.
-func (s *Server) authorized(r *http.Request) bool {
-	if s.cfg.Token == "" {
-		return true
-	}
-	const scheme = "bearer "
-	h := r.Header.Get("Authorization")
-	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
-		return false
-	}
-	got := sha256.Sum256([]byte(h[len(scheme):]))
-	return subtle.ConstantTimeCompare(got[:], s.tokenSum[:]) == 1
-}
-
 // forwardingHeaders mark a request relayed by a proxy, whose peer address
 // is the proxy's and says nothing about where the request came from.
 var forwardingHeaders = [...]string{"Forwarded", "X-Forwarded-For", "X-Real-IP"}

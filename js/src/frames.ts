@@ -78,6 +78,8 @@ export interface OpenFrame {
   output_enc?: string;
   /** Encodings the client may send stdin in, comma-separated. This client lists none (it has no compressor). */
   stdin_enc?: string;
+  /** Asks for application-level pings on this connection (ping/pong frames); for a peer that cannot see WebSocket pings. */
+  pings?: boolean;
 }
 export interface ResumeFrame {
   type: "resume";
@@ -85,6 +87,8 @@ export interface ResumeFrame {
   token: string;
   stdout_received: Int;
   stderr_received?: Int;
+  /** Asks for application-level pings on this connection (ping/pong frames); for a peer that cannot see WebSocket pings. */
+  pings?: boolean;
 }
 export interface StdinFrame {
   type: "stdin";
@@ -131,6 +135,8 @@ export interface OpenedFrame {
   output_enc?: string;
   /** "s2" when the client may compress stdin. */
   stdin_enc?: string;
+  /** true: the server answers ping frames on this connection (only when the client asked). */
+  pings?: boolean;
 }
 export interface ResumedFrame {
   type: "resumed";
@@ -138,6 +144,8 @@ export interface ResumedFrame {
   evidence: Evidence;
   stdin_received: Int;
   stdin_limit: Int;
+  /** true: the server answers ping frames on this connection (only when the client asked). */
+  pings?: boolean;
 }
 export interface CreditFrame {
   type: "credit";
@@ -192,6 +200,22 @@ export interface ErrorFrame {
   id?: Int;
 }
 
+/**
+ * An application-level ping (PROTOCOL.md): sent by a client that asked for
+ * pings in its open or resume and was granted them; the server answers
+ * with a pong of the same id.
+ */
+export interface PingFrame {
+  type: "ping";
+  /** 0 ..= 2^53-1. */
+  id: number;
+}
+/** The server's answer to a ping, with its id. */
+export interface PongFrame {
+  type: "pong";
+  id: number;
+}
+
 /** Any procwire.v1 frame. */
 export type Frame =
   | OpenFrame
@@ -210,14 +234,16 @@ export type Frame =
   | ExitFrame
   | SignaledFrame
   | DestroyedFrame
-  | ErrorFrame;
+  | ErrorFrame
+  | PingFrame
+  | PongFrame;
 
 /** The wire name of a frame type. */
 export type FrameType = Frame["type"];
 
 /** Frame types a client sends. */
 export const CLIENT_FRAMES: ReadonlySet<string> = new Set([
-  "open", "resume", "stdin", "stdin_close", "ack", "signal", "destroy",
+  "open", "resume", "stdin", "stdin_close", "ack", "signal", "destroy", "ping",
 ]);
 
 /** The kinds of decode error (PROTOCOL.md §8). */
@@ -287,6 +313,7 @@ type Rule =
   | "enc"
   | "args"
   | "env"
+  | "bool"
   | "object";
 
 interface Field {
@@ -306,6 +333,8 @@ interface Schema {
 }
 
 const MAX_INT64 = 9223372036854775807n;
+/** Largest id of a ping and its pong: 2^53-1, exact in every JSON number. */
+const MAX_PING_ID = 9007199254740991n;
 
 function f(name: string, rule: Rule, req: boolean, min = 0n, max = MAX_INT64, sub?: Schema): Field {
   return { name, rule, req, min, max, sub };
@@ -357,12 +386,14 @@ for (const s of [
     str("open_key", "token", false),
     str("output_enc", "enc_list", false),
     str("stdin_enc", "enc_list", false),
+    f("pings", "bool", false),
   ]),
   schema("resume", true, [
     str("process_id", "process_id", true),
     str("token", "token", true),
     offset("stdout_received"),
     intIn("stderr_received", false, 0n, MAX_INT64),
+    f("pings", "bool", false),
   ]),
   schema("stdin", true, [offset("off"), f("data", "data", true), str("enc", "enc", false)]),
   schema("stdin_close", true, [offset("off")]),
@@ -387,12 +418,14 @@ for (const s of [
     intIn("max_data", true, 1n, BigInt(MAX_DATA)),
     str("output_enc", "enc", false),
     str("stdin_enc", "enc", false),
+    f("pings", "bool", false),
   ]),
   schema("resumed", true, [
     str("process_id", "process_id", true),
     obj("evidence", evidenceSchema, true),
     offset("stdin_received"),
     offset("stdin_limit"),
+    f("pings", "bool", false),
   ]),
   schema("credit", true, [offset("stdin_received"), offset("stdin_limit")]),
   schema("stdout", true, [offset("off"), f("data", "data", true), str("enc", "enc", false)]),
@@ -412,6 +445,8 @@ for (const s of [
     obj("gap", gapSchema, false),
     intIn("id", false, 1n, MAX_INT64),
   ]),
+  schema("ping", true, [intIn("id", true, 0n, MAX_PING_ID)]),
+  schema("pong", true, [intIn("id", true, 0n, MAX_PING_ID)]),
 ]) {
   schemas[s.name] = s;
 }
@@ -896,6 +931,16 @@ class Decoder {
       case "env":
         if (c !== 0x7b) throw this.wrongType(path, "object");
         return this.environment(path);
+      case "bool":
+        if (c === 0x74) {
+          this.literal("true");
+          return true;
+        }
+        if (c === 0x66) {
+          this.literal("false");
+          return false;
+        }
+        throw this.wrongType(path, "boolean");
       case "object": {
         if (c !== 0x7b) throw this.wrongType(path, "object");
         const o: Record<string, unknown> = {};
@@ -1327,7 +1372,7 @@ function present(s: Schema, o: Record<string, unknown>, fd: Field): boolean {
   }
   if (fd.req) return true;
   const v = o[fd.name];
-  return v !== undefined && v !== null && v !== 0 && v !== 0n && v !== "";
+  return v !== undefined && v !== null && v !== 0 && v !== 0n && v !== "" && v !== false;
 }
 
 function encodeObject(s: Schema, o: Record<string, unknown>): string {
@@ -1355,6 +1400,8 @@ function encodeValue(fd: Field, v: unknown): string {
       const env = v as Record<string, string>;
       return "{" + Object.keys(env).sort(byteOrder).map((k) => JSON.stringify(k) + ":" + JSON.stringify(env[k])).join(",") + "}";
     }
+    case "bool":
+      return v ? "true" : "false";
     case "object":
       return encodeObject(fd.sub!, v as Record<string, unknown>);
   }
@@ -1464,6 +1511,8 @@ function validateValue(fd: Field, v: unknown, parent: string): DecodeError | und
       }
       return undefined;
     }
+    case "bool":
+      return typeof v === "boolean" ? undefined : fail("wrong_type", "want boolean");
     case "object":
       return validateObject(fd.sub!, v as Record<string, unknown>, path);
   }
