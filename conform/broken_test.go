@@ -50,6 +50,9 @@ type fault struct {
 	// lazyDial connects upstream only once the client's first message
 	// arrived: the server then orders connections by their first frames.
 	lazyDial bool
+	// dropBearer does not pass the bearer subprotocol on, as a server
+	// that ignores it would.
+	dropBearer bool
 }
 
 // brokenServer starts a real server behind a proxy applying f and returns
@@ -72,7 +75,10 @@ func brokenServer(t *testing.T, f fault) string {
 		var offered []string
 		for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
 			for _, p := range strings.Split(v, ",") {
-				offered = append(offered, strings.TrimSpace(p))
+				if p = strings.TrimSpace(p); f.dropBearer && strings.HasPrefix(p, frames.BearerSubprotocolPrefix) {
+					continue
+				}
+				offered = append(offered, p)
 			}
 		}
 		if f.lazyDial {
@@ -396,6 +402,40 @@ var faults = []struct {
 		},
 		catch: "compression",
 		quote: `payload in s2, but opened chose output_enc ""`,
+	},
+	{
+		name:  "the bearer subprotocol ignored",
+		fault: func() fault { return fault{dropBearer: true} },
+		catch: "handshake-bearer-subprotocol",
+		quote: "an upgrade carrying the token only as subprotocol procwire.bearer.<token> was refused: 401",
+	},
+	{
+		name: "a pong with another id",
+		fault: func() fault {
+			return fault{toClient: func(_ *proxyConn, f frames.Frame) []frames.Frame {
+				if g, ok := f.(*frames.Pong); ok {
+					return []frames.Frame{&frames.Pong{ID: (g.ID + 1) % (frames.MaxPingID + 1)}}
+				}
+				return nil
+			}}
+		},
+		catch: "pings",
+		quote: `ping 0 answered {"type":"pong","id":1}`,
+	},
+	{
+		name: "pings announced to a client that did not ask",
+		fault: func() fault {
+			return fault{toClient: func(_ *proxyConn, f frames.Frame) []frames.Frame {
+				if o, ok := f.(*frames.Opened); ok && !o.Pings {
+					g := *o
+					g.Pings = true
+					return []frames.Frame{&g}
+				}
+				return nil
+			}}
+		},
+		catch: "pings",
+		quote: "opened says pings: true, but the open did not ask for pings",
 	},
 }
 

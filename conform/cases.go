@@ -6,6 +6,7 @@ package conform
 var allCases = []caseDef{
 	{name: "handshake-subprotocol", proves: "an upgrade without procwire.v1 is closed 1002 \"subprotocol procwire.v1 required\"; a normal one negotiates it", run: caseSubprotocol},
 	{name: "handshake-token", proves: "an upgrade without the bearer token, or with a wrong one, is refused 401 before any frame", run: caseToken},
+	{name: "handshake-bearer-subprotocol", proves: "the token offered as subprotocol procwire.bearer.<base64url> authenticates without the header, procwire.v1 is selected and the token never echoed; wrong, padded or doubled, or a wrong one beside the right header (or the reverse), is refused 401", run: caseBearerSubprotocol},
 	{name: "handshake-origin", proves: "a foreign Origin is refused 403; the request's own host as Origin is accepted", run: caseOrigin},
 	{name: "open-evidence", proves: "opened echoes every evidence field, arguments_digest recomputed, started_at canonical; output and exit follow", needs: []string{}, run: caseOpenEvidence},
 	{name: "open-start-failure", proves: "an executable that does not exist is refused executable_not_found, close 1000, and the instance stays free", needs: []string{}, run: caseStartFailure},
@@ -29,6 +30,7 @@ var allCases = []caseDef{
 	{name: "routing-headers", proves: "Procwire-Instance and Procwire-Process that disagree with the first frame close 1002 before anything is done; headers that agree are accepted", needs: []string{"cat"}, run: caseRoutingHeaders},
 	{name: "grace-expiry", proves: "a process detached past grace_ms is destroyed (process_expired tombstone, destroy still answers, instance freed)", needs: []string{"sleep"}, run: caseGraceExpiry},
 	{name: "heartbeat", proves: "the server answers pings, pings a quiet connection every heartbeat_ms without timing it out, and drops a peer that stops answering", needs: []string{"sleep"}, run: caseHeartbeat},
+	{name: "pings", proves: "an open or resume with pings: true is answered pings: true and every ping with its pong, also with the stdout window full and unacknowledged; without pings, none is announced and a ping closes 1002", run: casePings},
 	{name: "compression", proves: "s2 offered both ways (after a name of a later revision) is chosen or declined per direction; compressed stdin and output carry exactly the raw bytes, counted raw; a block that does not inflate closes 1007 bad_payload, enc where none was chosen 1002", needs: []string{"cat"}, run: caseCompression},
 	{name: "line-limits", proves: "a frame of exactly MaxLine bytes is taken; MaxLine without its newline, or one byte more, closes 1009", needs: []string{"cat"}, run: caseLineLimits},
 	{name: "decode-errors", proves: "frames that do not decode close 1007 with reason \"<frame>.<field>: <kind>\" as the golden vectors pin (a sample, first frame and in session)", needs: []string{"cat"}, run: caseDecodeErrors},

@@ -62,3 +62,13 @@ func TestOwnServerPasses(t *testing.T) {
 		require.Equal(t, conform.Pass, c.Outcome, "%s: %s", c.Name, c.Detail)
 	}
 }
+
+// TestBrowserCases runs the cases of the browser mechanisms (bearer
+// subprotocol, pings) against the real server on their own.
+func TestBrowserCases(t *testing.T) {
+	rep := runAgainst(t, localServer(t), "handshake-bearer-subprotocol", "pings")
+	require.Len(t, rep.Cases, 2)
+	for _, c := range rep.Cases {
+		require.Equal(t, conform.Pass, c.Outcome, "%s: %s", c.Name, c.Detail)
+	}
+}

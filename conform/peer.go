@@ -78,6 +78,7 @@ type peer struct {
 	stderr      []byte
 	hello       frames.Frame // opened or resumed
 	outEnc      string       // the output_enc opened chose ("" after a resume: unknown)
+	askedPings  bool         // the open or resume sent here asked for pings
 	compressed  int          // stdout and stderr frames that arrived compressed
 }
 
@@ -187,6 +188,10 @@ func (p *peer) send(ctx context.Context, f frames.Frame) error {
 	switch f := f.(type) {
 	case *frames.Ack:
 		p.acked = f.Stdout
+	case *frames.Open:
+		p.askedPings = f.Pings
+	case *frames.Resume:
+		p.askedPings = f.Pings
 	}
 	return p.sendRaw(ctx, frames.Append(nil, f))
 }
@@ -287,6 +292,9 @@ func (p *peer) observe(f frames.Frame) error {
 		if p.hello != nil {
 			return &deviation{"a second opened on one connection: " + show(f)}
 		}
+		if f.Pings && !p.askedPings {
+			return &deviation{"opened says pings: true, but the open did not ask for pings: " + show(f)}
+		}
 		p.hello = f
 		p.window, p.limit, p.maxLimit = f.StdoutWindow, f.StdinLimit, f.StdinLimit
 		p.outEnc = f.OutputEnc
@@ -294,8 +302,15 @@ func (p *peer) observe(f frames.Frame) error {
 		if p.hello != nil {
 			return &deviation{"a second resumed on one connection: " + show(f)}
 		}
+		if f.Pings && !p.askedPings {
+			return &deviation{"resumed says pings: true, but the resume did not ask for pings: " + show(f)}
+		}
 		p.hello = f
 		p.limit, p.maxLimit = f.StdinLimit, f.StdinLimit
+	case *frames.Pong:
+		if !p.askedPings {
+			return &deviation{"a pong on a connection that did not negotiate pings: " + show(f)}
+		}
 	case *frames.Stdout:
 		if p.anyStart && !p.sawStdout {
 			p.stdoutStart, p.stdoutEnd, p.acked = f.Off, f.Off, f.Off
