@@ -30,10 +30,14 @@ var (
 	ErrDetached = errors.New("procwire: process detached")
 )
 
-// ProtocolError is the contract's SandboxProtocolInvalid: the server sent
-// something the client cannot decode or cross-check, such as an undecodable
-// frame, a frame out of order, stdout past the window, a second different
-// exit, or evidence that does not match the request.
+// ProtocolError says the server broke the wire: it sent something the
+// client cannot decode or cross-check, such as an undecodable frame, a frame
+// out of order, stdout past the window, a second different exit, or
+// evidence that does not match the request. Contract maps it to
+// SandboxOperationFailed{reason: "protocol_violation"} (or
+// {operation: "open_process_identity", reason: "evidence_mismatch"}); the
+// client never authors SandboxProtocolInvalid, which the contract reserves
+// for the Runtime.
 type ProtocolError struct {
 	// Operation names the check that failed, such as "open_process" or
 	// "open_process_identity" for evidence.
@@ -50,10 +54,10 @@ type ProtocolError struct {
 // Unwrap returns the cause.
 func (e *ProtocolError) Unwrap() error { return e.Err }
 
-// Error reads "procwire: SandboxProtocolInvalid: <operation>: <field>: <detail>".
+// Error reads "procwire: protocol violation: <operation>: <field>: <detail>".
 func (e *ProtocolError) Error() string {
 	var b strings.Builder
-	b.WriteString("procwire: SandboxProtocolInvalid: ")
+	b.WriteString("procwire: protocol violation: ")
 	b.WriteString(e.Operation)
 	if e.Field != "" {
 		b.WriteString(": ")
