@@ -2,11 +2,18 @@
 // every valid line decodes and re-encodes byte-identically, every invalid
 // one is refused with the expected frame, field and kind, and every
 // non-canonical one re-encodes to the same canonical line as in Go.
+// The last test runs this file again in a child without globalThis.Buffer
+// (GOLDEN_NO_BUFFER=1), where the codec decodes base64 without it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { decode, encode, validate, DecodeError, MAX_FIRST_LINE, FRAME_TYPES } from "../dist/index.js";
+import { spawnSync } from "node:child_process";
+
+const Buffer = globalThis.Buffer;
+const noBuffer = process.env.GOLDEN_NO_BUFFER === "1";
+if (noBuffer) delete globalThis.Buffer;
+const { decode, encode, validate, DecodeError, MAX_FIRST_LINE, FRAME_TYPES } = await import("../dist/index.js");
 
 const dir = fileURLToPath(new URL("../../frames/testdata/golden/", import.meta.url));
 
@@ -77,4 +84,14 @@ test("golden invalid: refused with the expected frame, field and kind", () => {
   }
   assert.deepEqual(failures, []);
   console.log(`golden invalid: ${n} of ${n} passed (${kinds.size} kinds)`);
+});
+
+test("the same vectors where there is no Buffer (browsers): the codec's own base64 decoder", { skip: noBuffer }, () => {
+  const env = { ...process.env, GOLDEN_NO_BUFFER: "1" };
+  delete env.NODE_TEST_CONTEXT; // a plain run, reporting in TAP
+  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url)], { env, encoding: "utf8" });
+  assert.equal(r.status, 0, r.stdout + r.stderr);
+  assert.match(r.stdout, /golden invalid: (\d+) of \1 passed/);
+  assert.match(r.stdout, /^# pass 3$/m);
+  assert.match(r.stdout, /^# fail 0$/m);
 });
