@@ -62,6 +62,7 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	fs.Var(intRange{&cfg.MaxStdoutWindow, 1 << 10, 1 << 30}, "max-stdout-window", "largest stdout window an open may ask for, in `bytes` (default 64 MiB, or --stdout-window if larger)")
 	fs.Var(intRange{&cfg.MaxStdinWindow, 1 << 10, 1 << 30}, "max-stdin-window", "largest stdin window an open may ask for, in `bytes` (default 16 MiB, or --stdin-window if larger)")
 	fs.Var(intRange{&cfg.MaxConnections, 1, 1 << 30}, "max-connections", "most connections served at once (default 2 × max-processes + 64)")
+	fs.Var((*originList)(&cfg.OriginPatterns), "allow-origin", "accept a browser page whose Origin host matches `pattern` (path.Match, \"host:port\" or \"scheme://host:port\"), besides the server's own host (repeatable)")
 	fs.BoolVar(&cfg.NoCompression, "no-compression", false, "never compress stdout and stderr nor accept compressed stdin, whatever an open asks for")
 	logLevel := fs.String("log-level", "info", "log at `level` debug, info, warn or error")
 	runAs := fs.String("run-as", "", "run every child as `user` (a name or uid) and its groups; needs root")
