@@ -1,0 +1,63 @@
+// The real procwire server for the adapter's tests, run as a child whose
+// pid the tests need (to freeze it with SIGSTOP).
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { createInterface } from "node:readline";
+import { build } from "../../test/helpers.mjs";
+
+export { instance, req } from "../../test/helpers.mjs";
+
+/** Runs `procwire serve` on a free loopback port: { url, pid, stop }. */
+export function startServer(args = []) {
+  const { procwire } = build();
+  const child = spawn(procwire, ["serve", "--addr", "127.0.0.1:0", ...args], { stdio: ["ignore", "ignore", "pipe"] });
+  let log = "";
+  return new Promise((resolve, reject) => {
+    const rl = createInterface({ input: child.stderr });
+    rl.on("line", (line) => {
+      log += line + "\n";
+      const m = /url=(ws:\/\/\S+)/.exec(line);
+      if (m) {
+        resolve({
+          url: m[1],
+          pid: child.pid,
+          log: () => log,
+          stop: () => {
+            if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+            return new Promise((r) => {
+              child.on("exit", () => r());
+              child.kill("SIGCONT");
+              child.kill("SIGTERM");
+            });
+          },
+        });
+      }
+    });
+    child.on("exit", (code) => reject(new Error(`procwire serve exited with ${code}:\n${log}`)));
+  });
+}
+
+/** Whether a process with pid exists (and is not a zombie). */
+export function alive(pid) {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return !/\) Z /.test(stat);
+  } catch {
+    return false;
+  }
+}
+
+/** Polls cond every 10 ms until it holds or ms pass; resolves with whether it held. */
+export async function eventually(cond, ms) {
+  const end = Date.now() + ms;
+  for (;;) {
+    if (await cond()) return true;
+    if (Date.now() > end) return false;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
