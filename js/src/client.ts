@@ -25,16 +25,27 @@ import {
   type OpenFrame,
   type OpenedFrame,
   type ProcessRequest,
+  type ResumeFrame,
   type ResumedFrame,
 } from "./frames.js";
 import { SandboxError, SandboxOperationFailed, contractError, sandboxError } from "./errors.js";
 import { Failure, protocolError, surface } from "./failure.js";
-import { dial, isWsClass, webSocketClass, type CloseInfo, type Transport, type WebSocketClass } from "./transport.js";
+import { bearerSubprotocol, dial, isLoopback, isWsClass, webSocketClass, type CloseInfo, type Transport, type WebSocketClass } from "./transport.js";
 
 /** Options of openProcess. Every field is optional. */
 export interface OpenOptions {
-  /** Bearer token for the upgrade's Authorization header. */
+  /**
+   * Bearer token. Sent in the upgrade's Authorization header, or, where the
+   * WebSocket class cannot send headers (a WHATWG one) or with tokenVia
+   * "subprotocol", as the subprotocol `procwire.bearer.<base64url>`
+   * offered besides procwire.v1 (PROTOCOL.md §1). Never over ws:// to a
+   * host other than loopback, unless allowInsecureToken.
+   */
   token?: string;
+  /** How the token travels: "header" (the default with `ws`) or "subprotocol" (the default, and the only way, with a WHATWG WebSocket). */
+  tokenVia?: "header" | "subprotocol";
+  /** Allows sending the token over plain ws:// to a host that is not loopback (default false: a TypeError). */
+  allowInsecureToken?: boolean;
   /** More HTTP headers for every upgrade (ws only). */
   headers?: Record<string, string>;
   /** The WebSocket class: default `ws` on Node, globalThis.WebSocket elsewhere. */
@@ -51,8 +62,10 @@ export interface OpenOptions {
   reconnectMax?: number;
   /** Bound on opening (dial and answer) in ms (default 30,000). */
   openTimeout?: number;
-  /** Bound on destroy(), and on the destroy the client makes itself after a failure, in ms (default 10,000). */
+  /** Bound on each destroy() attempt, and on the destroy the client makes itself after a failure, in ms (default 10,000). */
   destroyTimeout?: number;
+  /** Bound on signal() waiting for the server's answer, in ms (default 10,000); past it, SandboxOperationFailed{signal_process, timed_out}. */
+  signalTimeout?: number;
   /**
    * How many resumes (or repeated opens) in a row may reach the server and
    * fail without an answer before the handle ends with ConnectionLost
@@ -68,7 +81,18 @@ export interface OpenOptions {
    * open with 1007 `open.output_enc: unknown_field`. Default false.
    */
   compress?: boolean;
-  /** Aborts the open. */
+  /**
+   * Aborts the open, at any moment: openProcess rejects with
+   * signal.reason, after destroying (by its open key) a process the
+   * server may have started for it. It does not bind the handle once
+   * openProcess resolved.
+   */
+  signal?: AbortSignal;
+}
+
+/** Options of a handle's wait(), signal() and destroy(). */
+export interface CallOptions {
+  /** Ends this caller's wait with signal.reason; see each method for what goes on. */
   signal?: AbortSignal;
 }
 
@@ -115,20 +139,32 @@ export interface ProcessHandle {
   readonly output: ReadableStream<Bytes>;
   /** The child's stderr: bounded, best effort; ends after the exit. */
   readonly error: ReadableStream<Bytes>;
-  /** Settles once with the exit; the same promise (and object) every time. */
-  wait(): Promise<Exit>;
-  /** Sends a signal to the child's process group: true if delivered, false if it had exited. */
-  signal(name: SignalName): Promise<boolean>;
   /**
-   * Destroys the process; bounded by destroyTimeout. Once settled it is
-   * idempotent (the same promise every time). When the server could not
-   * end the process (a SandboxOperationFailed with operation
-   * destroy_process and reason processes_survived, destroy_timeout or
-   * destroy_failed), nothing is settled: the promise rejects with that
-   * error, the process still runs, the handle goes on driving it, and a
-   * later destroy() tries again.
+   * Settles once with the exit; without a signal, the same promise (and
+   * object) every time. It rejects with the error that ended the handle
+   * (see README, "Errors"); with options.signal, this caller's wait ends
+   * with signal.reason, nothing else.
    */
-  destroy(): Promise<void>;
+  wait(options?: CallOptions): Promise<Exit>;
+  /**
+   * Sends a signal to the child's process group: true if delivered, false
+   * if it had exited. Bounded by signalTimeout (10 s): past it,
+   * SandboxOperationFailed{signal_process, timed_out}. An aborted
+   * options.signal rejects with its reason; a signal already sent may
+   * still be delivered.
+   */
+  signal(name: SignalName, options?: CallOptions): Promise<boolean>;
+  /**
+   * Destroys the process. Each attempt is bounded by destroyTimeout;
+   * concurrent calls share the running attempt (the same promise). One
+   * that timed out or failed (a SandboxOperationFailed with operation
+   * destroy_process: timed_out, or the server's processes_survived,
+   * destroy_timeout, destroy_failed) settles nothing, and the next call
+   * starts a fresh attempt. Once the server said `destroyed`, every call
+   * resolves. An aborted options.signal ends this caller's wait with its
+   * reason; the attempt goes on, within its bound.
+   */
+  destroy(options?: CallOptions): Promise<void>;
   /** stderr bytes dropped by the server's ring or the local bound. */
   errorDropped(): number;
   /** Byte counts so far. */
@@ -139,6 +175,7 @@ const DEFAULT_RECONNECT_MIN = 50;
 const DEFAULT_RECONNECT_MAX = 2000;
 const DEFAULT_OPEN_TIMEOUT = 30_000;
 const DEFAULT_DESTROY_TIMEOUT = 10_000;
+const DEFAULT_SIGNAL_TIMEOUT = 10_000;
 const AUTO_DESTROY_TIMEOUT = 10_000;
 const DEFAULT_RESUME_BUDGET = 8;
 const DEFAULT_STDERR_CAP = 4 << 20;
@@ -173,10 +210,25 @@ export async function openProcess(url: string, instanceId: string, request: Proc
     output_enc: options.compress ? "s2" : undefined,
   };
   const bad = validate(open);
-  if (bad) throw bad;
+  if (bad) throw new TypeError(`procwire: bad request: ${bad.message}`, { cause: bad });
+  if (options.token !== undefined && !options.allowInsecureToken) {
+    const u = new URL(url);
+    if (u.protocol !== "wss:" && u.protocol !== "https:" && !isLoopback(u.hostname)) {
+      throw new TypeError(`procwire: refusing to send the token over ${u.protocol}// to ${u.hostname}, which is not loopback: use wss://, or set allowInsecureToken`);
+    }
+  }
+  const signal = options.signal;
+  signal?.throwIfAborted();
   const C = await webSocketClass(options.WebSocket);
-  const p = new Proc(url, open, options, C, rmin, rmax, await argumentsDigest(open.request.arguments));
+  const digest = await argumentsDigest(open.request.arguments);
+  signal?.throwIfAborted();
+  const p = new Proc(url, open, options, C, rmin, rmax, digest);
   await p.open();
+  if (signal?.aborted) {
+    // Aborted after the answer: the process is destroyed, not handed out.
+    await p.destroy().catch(() => {});
+    throw signal.reason;
+  }
   return p.handle();
 }
 
@@ -270,6 +322,9 @@ class Conn {
   destroySent = false;
   closed = false;
   pingOut = false;
+  pings = false; // application-level pings were granted on this connection
+  pingID = 0;
+  rx = 0; // frames received
   timer: ReturnType<typeof setInterval> | undefined;
   flushing = false;
   constructor(readonly t: Transport) {}
@@ -284,10 +339,15 @@ interface PendingSignal {
 
 class Stop extends Error {}
 
+// What a waiter waits for.
+type Channel = "out" | "err" | "in" | "state";
+
 // DestroyAttempt is one run of destroy(): failed holds the server's answer
 // when it could not end the process.
 interface DestroyAttempt {
   failed?: SandboxError;
+  ctl: AbortController; // aborted when the attempt times out
+  promise: Promise<void>;
 }
 
 // retryableDestroy reports whether e answers a destroy that freed nothing
@@ -311,6 +371,40 @@ function randomHex(n: number): string {
 
 function jitter(cur: number): number {
   return cur / 2 + Math.random() * (cur / 2);
+}
+
+// sleep resolves after ms, or at once when signal aborts.
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
+// raceSignal settles as p does, or rejects with signal.reason when it
+// aborts first.
+function raceSignal<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      },
+    );
+  });
 }
 
 class Proc {
@@ -364,19 +458,32 @@ class Proc {
   expired = false; // the grace ran out with no connection: the server expires the process
   destroyed = false; // a destroy settled, with destroyErr
   destroyErr: Error | undefined;
-  destroyPromise: Promise<void> | undefined;
+  settledDestroy: Promise<void> | undefined; // what every destroy() returns once settled
   remoteDestroy: Promise<void> | undefined;
-  destroyAbort = new AbortController();
+  remoteSignal: AbortSignal | undefined; // the signal remoteDestroy runs under
   err: Error | undefined; // why the handle ended; set once
-  supervising = false;
+  // The reconnection running, if any: a token, so that a reconnection
+  // started from within another (a connection attached and lost in the
+  // same turn) is not marked finished by the outer one's end.
+  supervisor: object | undefined;
   reached = false; // the last resume's dial reached the server
+  pingsAsked = false; // the transport cannot ping: open and resume ask for application-level pings
 
-  private waiters: (() => void)[] = [];
+  // Waiters by what they wait for, so that a change wakes only those it
+  // concerns: stdout for the output reader, stderr for the error reader,
+  // stdin credit for the input writer, and the handle's state for all.
+  private waiters: Record<Channel, (() => void)[]> = { out: [], err: [], in: [], state: [] };
+  readonly wakeups: Record<Channel, number> = { out: 0, err: 0, in: 0, state: 0 };
   private redial: (() => void) | undefined;
+  private inputSignal: AbortSignal | undefined; // the input stream's controller.signal
 
   readonly input: WritableStream<Uint8Array>;
   readonly output: ReadableStream<Bytes>;
   readonly error: ReadableStream<Bytes>;
+
+  get supervising(): boolean {
+    return this.supervisor !== undefined;
+  }
 
   constructor(
     readonly url: string,
@@ -392,19 +499,30 @@ class Proc {
       this.exitReject = rej;
     });
     this.exitPromise.catch(() => {}); // a handle nobody waits on must not crash the program
+    this.pingsAsked = !isWsClass(C);
     this.input = new WritableStream<Uint8Array>(
       {
+        start: (c) => {
+          // Aborted at once by writer.abort() or an aborted pipeTo, while
+          // the sink's abort() waits for the pending write: the write
+          // watches it, so an abort is never stuck behind credit.
+          this.inputSignal = c.signal;
+        },
         write: (chunk) => this.writeInput(chunk),
         close: () => this.closeInput(),
         abort: () => this.destroy(),
       },
       new ByteLengthQueuingStrategy({ highWaterMark: STDIN_CHUNK }),
     );
-    this.output = new ReadableStream<Bytes>(
-      { pull: (c) => this.pullOutput(c), cancel: () => this.cancelOutput() },
+    // Byte streams: a BYOB reader gets the bytes copied into its view
+    // (never more than it holds is consumed), a default reader gets the
+    // decoded frames themselves, transferred. highWaterMark 0: nothing is
+    // consumed (and acknowledged) before a reader asks.
+    this.output = new ReadableStream(
+      { type: "bytes", pull: (c) => this.pullOutput(c), cancel: () => this.cancelOutput() },
       { highWaterMark: 0 },
     );
-    this.error = new ReadableStream<Bytes>({ pull: (c) => this.pullError(c) }, { highWaterMark: 0 });
+    this.error = new ReadableStream({ type: "bytes", pull: (c) => this.pullError(c) }, { highWaterMark: 0 });
   }
 
   handle(): ProcessHandle {
@@ -414,9 +532,9 @@ class Proc {
       input: this.input,
       output: this.output,
       error: this.error,
-      wait: () => this.exitPromise,
-      signal: (name) => this.signal(name),
-      destroy: () => this.destroy(),
+      wait: (o) => this.wait(o),
+      signal: (name, o) => this.signal(name, o),
+      destroy: (o) => this.destroy(o),
       errorDropped: () => this.errDropped,
       progress: () => ({
         stdoutReceived: this.outReceived,
@@ -432,21 +550,53 @@ class Proc {
 
   // ---- notification ----------------------------------------------------------
 
-  private changed(): Promise<void> {
-    return new Promise((res) => this.waiters.push(res));
+  // changed resolves at the next change of ch (or of the handle's state),
+  // or rejects with signal's reason when it aborts first.
+  private changed(ch: Channel, signal?: AbortSignal): Promise<void> {
+    if (!signal) return new Promise((res) => this.waiters[ch].push(res));
+    if (signal.aborted) return Promise.reject(signal.reason);
+    return new Promise((res, rej) => {
+      const onAbort = () => {
+        const i = this.waiters[ch].indexOf(wake);
+        if (i >= 0) this.waiters[ch].splice(i, 1);
+        rej(signal.reason);
+      };
+      const wake = () => {
+        signal.removeEventListener("abort", onAbort);
+        res();
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.waiters[ch].push(wake);
+    });
   }
 
-  private broadcast(): void {
-    const w = this.waiters;
-    this.waiters = [];
+  // wake wakes the waiters of ch.
+  private wake(ch: Channel): void {
+    const w = this.waiters[ch];
+    if (w.length === 0) return;
+    this.waiters[ch] = [];
+    this.wakeups[ch] += w.length;
     for (const f of w) f();
+  }
+
+  // broadcast wakes every waiter: the handle's state changed.
+  private broadcast(): void {
+    this.wake("out");
+    this.wake("err");
+    this.wake("in");
+    this.wake("state");
   }
 
   // ---- dialing ---------------------------------------------------------------
 
+  // tokenInSubprotocol: a WHATWG WebSocket cannot send the header.
+  private tokenInSubprotocol(): boolean {
+    return !isWsClass(this.C) || this.opts.tokenVia === "subprotocol";
+  }
+
   private headers(byProcess: boolean): Record<string, string> {
     const h: Record<string, string> = { ...(this.opts.headers ?? {}) };
-    if (this.opts.token) h["Authorization"] = "Bearer " + this.opts.token;
+    if (this.opts.token && !this.tokenInSubprotocol()) h["Authorization"] = "Bearer " + this.opts.token;
     if (isWsClass(this.C)) {
       h["Procwire-Instance"] = this.openFrame.instance_id;
       if (byProcess && this.id) h["Procwire-Process"] = this.id;
@@ -455,7 +605,8 @@ class Proc {
   }
 
   private dial(byProcess: boolean, timeout: number, signal?: AbortSignal): Promise<Transport> {
-    return dial(this.C, this.url, this.headers(byProcess), timeout, signal);
+    const extra = this.opts.token && this.tokenInSubprotocol() ? [bearerSubprotocol(this.opts.token)] : [];
+    return dial(this.C, this.url, this.headers(byProcess), extra, timeout, signal);
   }
 
   // exchange sends a first frame and returns the first answer, or throws.
@@ -515,7 +666,9 @@ class Proc {
     const timeout = this.opts.openTimeout ?? DEFAULT_OPEN_TIMEOUT;
     const deadline = Date.now() + timeout;
     const left = () => Math.max(1, deadline - Date.now());
+    const signal = this.opts.signal;
     this.openFrame.open_key = randomHex(32);
+    if (this.pingsAsked) this.openFrame.pings = true;
     let sent = false; // an open may have reached the server
     let failed = 0;
     let cur = 0;
@@ -523,15 +676,22 @@ class Proc {
       let err: unknown;
       let t: Transport | undefined;
       try {
-        t = await this.dial(false, left(), this.opts.signal);
+        t = await this.dial(false, left(), signal);
         sent = true;
-        const f = await this.exchange(t, this.openFrame, left(), this.opts.signal);
+        const f = await this.exchange(t, this.openFrame, left(), signal);
         if (f.type !== "opened") throw protocolError(f.type, "unexpected answer to open");
         this.init(f);
-        this.attach(t, 0);
+        this.attach(t, 0, f.pings === true);
         return;
       } catch (e) {
         err = e;
+      }
+      if (signal?.aborted) {
+        // Aborted: whatever the open may have started is destroyed by its
+        // key before the rejection, so that nothing is left behind.
+        t?.terminate();
+        if (sent) await this.destroyByKey();
+        throw signal.reason;
       }
       if (err instanceof Failure && (err.condition === "protocol_violation" || err.condition === "evidence_mismatch")) {
         // Fail closed: a process may run, but not as asked for.
@@ -556,13 +716,12 @@ class Proc {
       failed++;
       cur = cur === 0 ? this.rmin : Math.min(2 * cur, this.rmax);
       const wait = jitter(cur);
-      if (failed >= this.resumeBudget() || Date.now() + wait >= deadline || this.opts.signal?.aborted) {
+      if (failed >= this.resumeBudget() || Date.now() + wait >= deadline) {
         await this.destroyByKey();
-        if (this.opts.signal?.aborted) throw this.opts.signal.reason;
         const why = Date.now() + wait >= deadline ? "timed_out" : "connection_lost";
         throw contractError(why, "open_process", { message: `procwire: open_process: ${why}: ${failed} attempts: ${(err as Error).message}`, cause: err });
       }
-      await new Promise((r) => setTimeout(r, wait));
+      await sleep(wait, signal); // an abort ends the backoff, and the loop above the open
     }
   }
 
@@ -596,7 +755,7 @@ class Proc {
       cur = cur === 0 ? this.rmin : Math.min(2 * cur, this.rmax);
       const wait = jitter(cur);
       if (Date.now() + wait >= deadline) return;
-      await new Promise((r) => setTimeout(r, wait));
+      await sleep(wait);
     }
   }
 
@@ -618,6 +777,7 @@ class Proc {
       throw protocolError("opened.output_enc", `${o.output_enc}, but the open listed ${this.openFrame.output_enc ?? "none"}`);
     }
     if (o.stdin_enc !== undefined) throw protocolError("opened.stdin_enc", `${o.stdin_enc}, but the open listed none`);
+    if (o.pings && !this.pingsAsked) throw protocolError("opened.pings", "granted, but the open asked for none");
     const maxData = num(o.max_data, "opened.max_data");
     const stdoutWindow = num(o.stdout_window, "opened.stdout_window");
     const stderrWindow = o.stderr_window;
@@ -643,9 +803,10 @@ class Proc {
 
   // ---- the attached connection ------------------------------------------------
 
-  private attach(t: Transport, stdinSent: number): void {
+  private attach(t: Transport, stdinSent: number, pings: boolean): void {
     const c = new Conn(t);
     c.stdinSent = stdinSent;
+    c.pings = pings;
     this.conn = c;
     this.connections++;
     const held = (t as Transport & { held?: Held }).held;
@@ -672,6 +833,28 @@ class Proc {
           t.terminate();
         }
       }, Math.min(this.heartbeat, 2 ** 31 - 1));
+    } else if (this.heartbeat > 0 && pings) {
+      // Application-level pings (a WHATWG WebSocket sends no WebSocket
+      // ping): one every heartbeat_ms/2. Two ticks in a row without any
+      // frame (a pong or anything else) mean nothing arrived within
+      // heartbeat_ms after a ping: the link is dead, and is dropped to be
+      // resumed, within two heartbeats of its death.
+      let seen = c.rx;
+      let idle = 0;
+      c.timer = setInterval(() => {
+        if (c.rx !== seen) {
+          seen = c.rx;
+          idle = 0;
+        } else if (++idle >= 2) {
+          t.terminate();
+          return;
+        }
+        try {
+          t.send(encode({ type: "ping", id: c.pingID++ }));
+        } catch {
+          t.terminate();
+        }
+      }, Math.max(1, Math.min(Math.floor(this.heartbeat / 2), 2 ** 31 - 1)));
     }
     this.kick();
     this.broadcast();
@@ -679,6 +862,7 @@ class Proc {
 
   private onMessage(c: Conn, line: Uint8Array): void {
     if (c.closed) return;
+    c.rx++;
     try {
       this.handle1(c, this.decodeFrame(line));
     } catch (e) {
@@ -733,14 +917,14 @@ class Proc {
         this.outReceived += n;
         this.outQ.push(data);
         if (this.outCancelled) this.consumeOutput(this.outQ.length);
-        this.broadcast();
+        this.wake("out");
         return;
       }
       case "stdout_eof": {
         const off = num(f.off, "stdout_eof.off");
         if (off !== this.outReceived) throw protocolError("stdout_eof.off", `offset ${off}, expected ${this.outReceived}`);
         this.outEOF = off;
-        this.broadcast();
+        this.wake("out");
         return;
       }
       case "stderr":
@@ -757,7 +941,7 @@ class Proc {
         if (received > this.inBuf.start) this.inBuf.discard(received);
         if (limit > this.stdinLimit) {
           this.stdinLimit = limit;
-          this.broadcast();
+          this.wake("in");
         }
         return;
       }
@@ -784,13 +968,16 @@ class Proc {
         if (f.operation === "write_stdin") {
           // The stdin stream ends here; stdout, stderr, signals and exit go on.
           this.inErr ??= e;
-          this.broadcast();
+          this.wake("in");
           return;
         }
         // The server could not end the process: the session goes on.
         if (retryableDestroy(e) && c.destroySent && this.destroyFailed(e)) return;
         throw e;
       }
+      case "pong":
+        if (!c.pings) throw protocolError("pong", "a pong on a connection without pings");
+        return; // counted in c.rx, which is all the heartbeat looks at
       default:
         throw protocolError(f.type, `unexpected ${f.type} frame in a session`);
     }
@@ -802,7 +989,8 @@ class Proc {
     if (this.exit === undefined) {
       this.exit = e;
       this.exitResolve(e);
-      this.broadcast();
+      this.wake("err"); // stderr ends after the exit
+      this.wake("state");
       return;
     }
     if (this.exit.code !== e.code || this.exit.signal !== e.signal) {
@@ -830,7 +1018,7 @@ class Proc {
       this.errDropped += over;
     }
     this.errQ.push(data);
-    this.broadcast();
+    this.wake("err");
   }
 
   private checkStdinLimit(field: string, received: number, limit: number): void {
@@ -884,7 +1072,7 @@ class Proc {
       c.closeSent = true;
       if (!this.closeSent) {
         this.closeSent = true;
-        this.broadcast();
+        this.wake("in");
       }
       return encode({ type: "stdin_close", off: this.inBuf.end() });
     }
@@ -912,9 +1100,11 @@ class Proc {
   private async writeInput(chunk: Uint8Array): Promise<void> {
     if (!ArrayBuffer.isView(chunk)) throw new TypeError("procwire: input takes Uint8Array chunks");
     let b = new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    const signal = this.inputSignal;
     while (b.length > 0) {
+      if (signal?.aborted) throw signal.reason;
       if (this.holding()) {
-        await this.changed();
+        await this.changed("in", signal);
         continue;
       }
       const err = this.usableInput();
@@ -922,7 +1112,7 @@ class Proc {
       if (this.inClosed) throw contractError("stdin_closed", "write_stdin");
       const avail = this.stdinLimit - this.inBuf.end();
       if (avail <= 0) {
-        await this.changed();
+        await this.changed("in", signal);
         continue;
       }
       const k = Math.min(avail, b.length);
@@ -937,14 +1127,15 @@ class Proc {
       this.inClosed = true;
       this.kick();
     }
+    const signal = this.inputSignal;
     while (!this.closeSent) {
       if (this.holding()) {
-        await this.changed();
+        await this.changed("in", signal);
         continue;
       }
       const err = this.usableInput();
       if (err) throw surface(err, "write_stdin");
-      await this.changed();
+      await this.changed("in", signal);
     }
   }
 
@@ -966,18 +1157,18 @@ class Proc {
     return b;
   }
 
-  private async pullOutput(ctl: ReadableStreamDefaultController<Bytes>): Promise<void> {
+  private async pullOutput(ctl: ReadableByteStreamController): Promise<void> {
     for (;;) {
       if (this.holding()) {
-        await this.changed();
+        await this.changed("out");
         continue;
       }
       if (this.destroyReq) return ctl.error(contractError("destroyed", "read_stdout"));
       const complete = this.outEOF !== undefined;
       if (this.err && !complete) return ctl.error(surface(this.err, "read_stdout")); // what is held is not trusted any more
-      if (this.outQ.length > 0) return ctl.enqueue(this.consumeOutput(this.outQ.length) as Bytes);
-      if (complete) return ctl.close();
-      await this.changed();
+      if (this.outQ.length > 0) return deliver(ctl, this.outQ, (n) => this.consumeOutput(n));
+      if (complete) return closeBytes(ctl);
+      await this.changed("out");
     }
   }
 
@@ -988,29 +1179,65 @@ class Proc {
     while (this.outQ.length > 0) this.consumeOutput(this.outQ.length);
   }
 
-  private async pullError(ctl: ReadableStreamDefaultController<Bytes>): Promise<void> {
+  private async pullError(ctl: ReadableByteStreamController): Promise<void> {
     for (;;) {
       if (this.holding()) {
-        await this.changed();
+        await this.changed("err");
         continue;
       }
       if (this.destroyReq) return ctl.error(contractError("destroyed", "read_stderr"));
       const complete = this.exit !== undefined;
       if (this.err && !complete) return ctl.error(surface(this.err, "read_stderr"));
-      if (this.errQ.length > 0) return ctl.enqueue(this.errQ.take(this.errQ.length) as Bytes);
-      if (complete) return ctl.close();
-      await this.changed();
+      if (this.errQ.length > 0) return deliver(ctl, this.errQ, (n) => this.errQ.take(n));
+      if (complete) return closeBytes(ctl);
+      await this.changed("err");
     }
   }
 
-  // ---- signal ------------------------------------------------------------------------
+  // ---- wait and signal -------------------------------------------------------------
 
-  signal(name: SignalName): Promise<boolean> {
+  wait(options: CallOptions = {}): Promise<Exit> {
+    const { signal } = options;
+    return signal ? raceSignal(this.exitPromise, signal) : this.exitPromise;
+  }
+
+  signal(name: SignalName, options: CallOptions = {}): Promise<boolean> {
     if (!SIGNALS.has(name)) return Promise.reject(new TypeError(`procwire: signal ${JSON.stringify(name)} not one of SIGINT, SIGTERM, SIGKILL`));
+    const { signal } = options;
+    if (signal?.aborted) return Promise.reject(signal.reason);
     const err = this.usable();
     if (err) return Promise.reject(surface(err, "signal_process"));
+    const timeout = this.opts.signalTimeout ?? DEFAULT_SIGNAL_TIMEOUT;
     return new Promise<boolean>((resolve, reject) => {
-      this.signals.push({ id: ++this.nextSig, sig: name, resolve, reject });
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const finish = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        const i = this.signals.indexOf(s);
+        if (i >= 0) this.signals.splice(i, 1);
+      };
+      const onAbort = () => {
+        finish();
+        reject(signal!.reason);
+      };
+      const s: PendingSignal = {
+        id: ++this.nextSig,
+        sig: name,
+        resolve: (d) => {
+          finish();
+          resolve(d);
+        },
+        reject: (e) => {
+          finish();
+          reject(e);
+        },
+      };
+      timer = setTimeout(() => {
+        finish();
+        reject(contractError("timed_out", "signal_process", { message: `procwire: signal_process: timed_out: no answer to ${name} within ${timeout} ms` }));
+      }, timeout);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.signals.push(s);
       this.kick();
     });
   }
@@ -1021,7 +1248,7 @@ class Proc {
     if (this.err) return;
     this.err = err;
     if (this.exit === undefined) this.exitReject(surface(err, "wait_process"));
-    for (const s of this.signals.splice(0)) s.reject(surface(err, "signal_process"));
+    for (const s of this.signals.slice()) s.reject(surface(err, "signal_process"));
     this.broadcast();
     const c = this.conn;
     if (c) {
@@ -1038,19 +1265,21 @@ class Proc {
     if (!this.destroyed) {
       this.destroyed = true;
       this.destroyErr = err;
+      this.settledDestroy = err === undefined ? Promise.resolve() : Promise.reject(surface(err, "destroy_process"));
+      this.settledDestroy.catch(() => {});
       this.broadcast();
     }
     if (err === undefined) this.end(new Failure("destroyed", "destroyed"));
   }
 
-  // destroyFailed records a destroy attempt the server answered with a
-  // retryable error: the process still runs and the handle goes on; the
-  // running destroy() rejects with e, and a later one tries again. It
-  // reports whether an attempt was waiting for the answer.
+  // destroyFailed records a destroy the server answered with a retryable
+  // error: the process still runs and the handle goes on; the running
+  // destroy() rejects with e, and a later one tries again. It reports
+  // whether a destroy was waiting for the answer.
   private destroyFailed(e: SandboxError): boolean {
     const a = this.attempt;
-    if (!a || a.failed || !this.destroyReq || this.destroyed) return false;
-    a.failed = e;
+    if ((a && a.failed) || !this.destroyReq || this.destroyed) return false;
+    if (a) a.failed = e;
     this.destroyReq = false;
     if (this.conn) this.conn.destroySent = false;
     this.broadcast();
@@ -1058,70 +1287,90 @@ class Proc {
     return true;
   }
 
-  // destroy memoises the running attempt, so concurrent callers share its
-  // outcome; an attempt the server could not complete is forgotten, so the
-  // next call tries again.
-  destroy(): Promise<void> {
-    this.destroyPromise ??= this.runDestroy();
-    return this.destroyPromise;
+  // destroy shares the running attempt among its callers. An attempt that
+  // failed or timed out is forgotten, so that the next call starts a fresh
+  // one, with its own abort and timer; once the server said `destroyed`,
+  // every call resolves (the same promise). A caller's signal ends its own
+  // wait (with signal.reason), not the attempt, which others may share and
+  // which destroyTimeout bounds anyway.
+  destroy(options: CallOptions = {}): Promise<void> {
+    const { signal } = options;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const p = this.settledDestroy ?? (this.attempt ?? this.startAttempt()).promise;
+    return signal ? raceSignal(p, signal) : p;
   }
 
-  private async runDestroy(): Promise<void> {
-    if (this.expired) throw contractError("expired", "destroy_process");
-    const attempt: DestroyAttempt = {};
-    this.attempt = attempt;
-    this.destroyReq = true;
-    this.broadcast(); // blocked writers and readers wait for the answer; signals end with Destroyed
-    this.redial?.();
-    const timeout = this.destroyTimeout();
-    const deadline = Date.now() + timeout;
+  private startAttempt(): DestroyAttempt {
+    const a: DestroyAttempt = { ctl: new AbortController(), promise: Promise.resolve() };
+    this.attempt = a;
+    a.promise = this.runDestroy(a);
+    // Settled by this attempt: every later call returns its promise.
+    a.promise.then(
+      () => {
+        if (this.destroyed && this.destroyErr === undefined) this.settledDestroy = a.promise;
+      },
+      () => {}, // a caller that gave up (its signal) leaves it unobserved
+    );
+    return a;
+  }
+
+  private async runDestroy(a: DestroyAttempt): Promise<void> {
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const timedOut = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        this.destroyAbort.abort();
-        reject(contractError("timed_out", "destroy_process", { message: `procwire: destroy_process: timed_out: not confirmed within ${timeout} ms` }));
-      }, timeout);
-    });
-    const answered = () => this.destroyed || attempt.failed !== undefined || (this.err !== undefined && !this.supervising);
     try {
-      if (this.conn) {
-        this.kick();
+      if (this.expired) throw contractError("expired", "destroy_process");
+      this.destroyReq = true;
+      this.broadcast(); // blocked writers and readers wait for the answer; signals end with process_destroyed
+      this.redial?.();
+      const timeout = this.destroyTimeout();
+      const deadline = Date.now() + timeout;
+      const timedOut = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          const e = contractError("timed_out", "destroy_process", { message: `procwire: destroy_process: timed_out: not confirmed within ${timeout} ms` });
+          a.ctl.abort(e); // this attempt's dials and waits; a later attempt has its own
+          reject(e);
+        }, timeout);
+      });
+      timedOut.catch(() => {});
+      const answered = () => this.destroyed || a.failed !== undefined || (this.err !== undefined && !this.supervising);
+      if (this.conn || this.supervising) {
         // Settled by `destroyed`, failed by a retryable error, or handed
         // to the reconnection, which destroys by id.
-        await Promise.race([this.until(answered), timedOut]);
-      } else if (this.supervising) {
-        await Promise.race([this.until(answered), timedOut]);
+        this.kick();
+        await Promise.race([this.until(answered, a.ctl.signal), timedOut]);
       }
-      if (!this.destroyed && attempt.failed === undefined) {
-        await Promise.race([this.destroyRemote(Math.max(1, deadline - Date.now())), timedOut]);
+      if (!this.destroyed && a.failed === undefined) {
+        await Promise.race([this.destroyRemote(Math.max(1, deadline - Date.now()), a.ctl.signal), timedOut]);
       }
+    } catch (e) {
+      if (this.destroyed && this.destroyErr === undefined) return; // the answer came on the way
+      throw surface(e, "destroy_process");
     } finally {
       clearTimeout(timer);
-      this.attempt = undefined;
-      this.broadcast(); // the streams held for the answer go on, or end with Destroyed
+      if (this.attempt === a) this.attempt = undefined;
+      this.broadcast(); // the streams held for the answer go on, or end with process_destroyed
     }
-    if (attempt.failed) {
-      // Nothing settled: the process still runs, and the next call tries again.
-      this.destroyPromise = undefined;
-      throw attempt.failed;
-    }
+    if (a.failed) throw a.failed; // nothing settled: the process still runs, and the next call tries again
     if (this.destroyErr) throw surface(this.destroyErr, "destroy_process");
   }
 
-  private async until(cond: () => boolean): Promise<void> {
-    while (!cond()) await this.changed();
+  private async until(cond: () => boolean, signal?: AbortSignal): Promise<void> {
+    while (!cond()) await this.changed("state", signal);
   }
 
-  // destroyRemote destroys by id over new connections, once at a time.
-  private destroyRemote(timeout: number): Promise<void> {
-    this.remoteDestroy ??= (async () => {
+  // destroyRemote destroys by id over new connections, once at a time;
+  // signal (a destroy attempt's) stops it.
+  private destroyRemote(timeout: number, signal?: AbortSignal): Promise<void> {
+    if (this.remoteDestroy && this.remoteSignal?.aborted) this.remoteDestroy = undefined; // an attempt gone: start afresh
+    if (this.remoteDestroy) return this.remoteDestroy;
+    this.remoteSignal = signal;
+    const p = (async () => {
       const deadline = Date.now() + timeout;
       let cur = 0;
       let last: Error | undefined;
       for (;;) {
         if (this.destroyed) return;
         try {
-          const t = await this.dial(true, Math.max(1, deadline - Date.now()), this.destroyAbort.signal);
+          const t = await this.dial(true, Math.max(1, deadline - Date.now()), signal);
           try {
             await this.destroyVia(t, Math.max(1, deadline - Date.now()));
             return;
@@ -1135,15 +1384,16 @@ class Proc {
         }
         cur = cur === 0 ? this.rmin : Math.min(2 * cur, this.rmax);
         const wait = jitter(cur);
-        if (Date.now() + wait >= deadline || this.destroyAbort.signal.aborted) {
+        if (Date.now() + wait >= deadline || signal?.aborted) {
           throw new Failure("timed_out", `destroy not confirmed within ${timeout} ms: ${last?.message ?? "no attempt"}`);
         }
-        await new Promise((r) => setTimeout(r, wait));
+        await sleep(wait, signal);
       }
     })().finally(() => {
-      this.remoteDestroy = undefined;
+      if (this.remoteDestroy === p) this.remoteDestroy = undefined;
     });
-    return this.remoteDestroy;
+    this.remoteDestroy = p;
+    return p;
   }
 
   // destroyVia destroys by id on t and settles the destroy with the answer;
@@ -1175,7 +1425,7 @@ class Proc {
             clearTimeout(timer);
             resolve();
           } else if (f.type === "error") {
-            throw sandboxError(f);
+            throw sandboxError(f, "destroy_process");
           } else if (f.type === "exit") {
             this.onExit(f);
           }
@@ -1196,7 +1446,8 @@ class Proc {
   // ---- reconnection ------------------------------------------------------------------------
 
   private async reconnect(lost: number, why: Error): Promise<void> {
-    this.supervising = true;
+    const me = {};
+    this.supervisor = me;
     const deadline = lost + this.grace;
     let cur = 0;
     let last: Error = why;
@@ -1206,7 +1457,7 @@ class Proc {
         if (this.err) return;
         try {
           if (this.destroyReq) {
-            const t = await this.dial(true, Math.max(1, deadline - Date.now()), this.destroyAbort.signal);
+            const t = await this.dial(true, Math.max(1, deadline - Date.now()), this.attempt?.ctl.signal);
             try {
               await this.destroyVia(t, Math.max(1, deadline - Date.now()));
             } finally {
@@ -1245,6 +1496,8 @@ class Proc {
           this.end(new Failure(shutdown ? "server_shutdown" : "connection_lost", `no resume within the ${this.grace} ms grace: ${last.message}`, { cause: last }));
           return;
         }
+        // The backoff: cut short by destroy() (redial), which then
+        // destroys by id at once.
         await new Promise<void>((r) => {
           const timer = setTimeout(r, wait);
           this.redial = () => {
@@ -1255,28 +1508,29 @@ class Proc {
         this.redial = undefined;
       }
     } finally {
-      this.supervising = false;
-      this.broadcast();
-      if (this.err && !this.abandoned && !this.destroyed && !processGone(this.err) && !this.destroyReq) {
-        void this.destroyRemote(AUTO_DESTROY_TIMEOUT).catch(() => {});
+      // A reconnection started from within this one (a connection it
+      // attached was lost at once) supervises now: leave it the flag.
+      if (this.supervisor === me) {
+        this.supervisor = undefined;
+        this.broadcast();
+        if (this.err && !this.abandoned && !this.destroyed && !processGone(this.err) && !this.destroyReq) {
+          void this.destroyRemote(AUTO_DESTROY_TIMEOUT).catch(() => {});
+        }
       }
     }
   }
 
   private async reattach(deadline: number): Promise<void> {
-    const t = await this.dial(true, Math.max(1, deadline - Date.now()), this.destroyAbort.signal);
+    const t = await this.dial(true, Math.max(1, deadline - Date.now()));
     this.reached = true;
     try {
-      const f = await this.exchange(
-        t,
-        { type: "resume", process_id: this.id, token: this.token, stdout_received: this.outReceived, stderr_received: this.errRecv },
-        Math.max(1, deadline - Date.now()),
-        this.destroyAbort.signal,
-      );
+      const resume: ResumeFrame = { type: "resume", process_id: this.id, token: this.token, stdout_received: this.outReceived, stderr_received: this.errRecv };
+      if (this.pingsAsked) resume.pings = true;
+      const f = await this.exchange(t, resume, Math.max(1, deadline - Date.now()));
       if (f.type !== "resumed") throw protocolError(f.type, "unexpected answer to resume");
       this.checkResumed(f);
       if (this.err) throw new Stop();
-      this.attach(t, num(f.stdin_received, "resumed.stdin_received"));
+      this.attach(t, num(f.stdin_received, "resumed.stdin_received"), f.pings === true);
     } catch (e) {
       t.terminate();
       throw e;
@@ -1288,6 +1542,7 @@ class Proc {
       throw new Failure("evidence_mismatch", `process_id ${JSON.stringify(r.process_id)}, expected ${JSON.stringify(this.id)}`);
     }
     checkEvidence(r.evidence, this.evidence);
+    if (r.pings && !this.pingsAsked) throw protocolError("resumed.pings", "granted, but the resume asked for none");
     const received = num(r.stdin_received, "resumed.stdin_received");
     const limit = num(r.stdin_limit, "resumed.stdin_limit");
     if (received < this.inBuf.start || received > this.inSent) {
@@ -1297,6 +1552,33 @@ class Proc {
     this.inBuf.discard(received);
     if (limit > this.stdinLimit) this.stdinLimit = limit; // a limit that moves backwards is ignored
   }
+}
+
+// deliver hands what q holds to the reader: copied into a BYOB reader's
+// view as far as it holds (take consumes no more), or the front chunk
+// itself, transferred to a default reader (every chunk owns its
+// ArrayBuffer: see decodeBase64).
+function deliver(ctl: ReadableByteStreamController, q: ByteQueue, take: (n: number) => Uint8Array): void {
+  const req = ctl.byobRequest;
+  if (req?.view) {
+    const v = req.view;
+    const dst = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+    let n = 0;
+    while (n < dst.length && q.length > 0) {
+      const b = take(dst.length - n);
+      dst.set(b, n);
+      n += b.length;
+    }
+    req.respond(n);
+    return;
+  }
+  ctl.enqueue(take(q.length) as Bytes);
+}
+
+// closeBytes ends a byte stream, releasing a BYOB read that waits.
+function closeBytes(ctl: ReadableByteStreamController): void {
+  ctl.close();
+  ctl.byobRequest?.respond(0);
 }
 
 // checkEvidence names the first field of got that differs from want;

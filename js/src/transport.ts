@@ -55,11 +55,22 @@ interface WhatwgLike {
 
 let wsModule: Promise<WebSocketClass> | undefined;
 
+/**
+ * Whether this is Node itself: Deno and Bun set process.versions.node too
+ * (for compatibility), so they are told apart by their own marks
+ * (globalThis.Deno, process.versions.bun / .deno); they, and browsers, use
+ * their global WebSocket.
+ */
+export function isNode(): boolean {
+  const g = globalThis as { Deno?: unknown; Bun?: unknown; process?: { versions?: Record<string, string | undefined> } };
+  const v = g.process?.versions;
+  return v?.node !== undefined && v.bun === undefined && v.deno === undefined && g.Deno === undefined && g.Bun === undefined;
+}
+
 /** The WebSocket class to use: the option, else `ws` on Node, else the global one. */
 export async function webSocketClass(given?: WebSocketClass): Promise<WebSocketClass> {
   if (given) return given;
-  const isNode = typeof process !== "undefined" && process.versions?.node !== undefined;
-  if (isNode) {
+  if (isNode()) {
     wsModule ??= import("ws").then((m) => (m.WebSocket ?? m.default) as unknown as WebSocketClass);
     return wsModule;
   }
@@ -75,13 +86,32 @@ export function isWsClass(C: WebSocketClass): boolean {
 
 const encoder = new TextEncoder();
 
+/** The prefix of the subprotocol that carries a bearer token (PROTOCOL.md §1). */
+export const BEARER_PREFIX = "procwire.bearer.";
+
+/** The subprotocol carrying token: the prefix and its UTF-8 bytes in base64url without padding. */
+export function bearerSubprotocol(token: string): string {
+  const b = encoder.encode(token);
+  let bin = "";
+  for (let i = 0; i < b.length; i++) bin += String.fromCharCode(b[i]!);
+  return BEARER_PREFIX + btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+/** Whether hostname (a URL's) names the loopback interface. */
+export function isLoopback(hostname: string): boolean {
+  const h = hostname.toLowerCase().replace(/^\[|\]$/g, "");
+  return h === "localhost" || h.endsWith(".localhost") || h === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+}
+
 /**
- * Dials url with the procwire.v1 subprotocol. It resolves once the
+ * Dials url offering the procwire.v1 subprotocol (and any of extra, such
+ * as the bearer one, which the server never selects). It resolves once the
  * connection is open, and rejects with a Failure when it cannot be
  * (unauthorized for a 401 or 403, connection_failed otherwise, timed_out
  * after timeoutMs), or with signal.reason when signal aborts.
  */
-export function dial(C: WebSocketClass, url: string, headers: Record<string, string>, timeoutMs: number, signal?: AbortSignal): Promise<Transport> {
+export function dial(C: WebSocketClass, url: string, headers: Record<string, string>, extra: string[], timeoutMs: number, signal?: AbortSignal): Promise<Transport> {
+  const protocols = [SUBPROTOCOL, ...extra];
   return new Promise<Transport>((resolve, reject) => {
     let settled = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -114,7 +144,7 @@ export function dial(C: WebSocketClass, url: string, headers: Record<string, str
       if (isWsClass(C)) {
         // The decoder checks UTF-8 itself (strings are validated, and
         // nothing else but ASCII is valid outside them): ws need not.
-        const sock = new C(url, [SUBPROTOCOL], { headers, maxPayload: MAX_LINE, perMessageDeflate: false, skipUTF8Validation: true }) as WsLike;
+        const sock = new C(url, protocols, { headers, maxPayload: MAX_LINE, perMessageDeflate: false, skipUTF8Validation: true }) as WsLike;
         abortSock = () => sock.terminate();
         sock.binaryType = "nodebuffer";
         const t = wsTransport(sock);
@@ -128,9 +158,9 @@ export function dial(C: WebSocketClass, url: string, headers: Record<string, str
         sock.on("close", (code: number) => fail(`closed with ${code} before the upgrade`));
       } else {
         if (Object.keys(headers).some((h) => h.toLowerCase() === "authorization")) {
-          throw new TypeError("procwire: this WebSocket implementation cannot send the Authorization header; pass the ws package as options.WebSocket");
+          throw new TypeError("procwire: this WebSocket implementation cannot send the Authorization header: the token goes as a subprotocol");
         }
-        const sock = new C(url, [SUBPROTOCOL]) as WhatwgLike;
+        const sock = new C(url, protocols) as WhatwgLike;
         abortSock = () => sock.close();
         sock.binaryType = "arraybuffer";
         const t = whatwgTransport(sock);
@@ -184,10 +214,25 @@ function wsTransport(sock: WsLike): Transport {
 
 function whatwgTransport(sock: WhatwgLike): Transport {
   let error: Error | undefined;
+  let closed = false;
+  // A WHATWG close() waits for the peer's close frame, which a dead link
+  // never sends: terminate reports the end at once and ignores the rest.
+  const terminate = () => {
+    if (closed) return;
+    closed = true;
+    sock.onmessage = null;
+    sock.onclose = null;
+    try {
+      sock.close();
+    } catch {
+      // already closing
+    }
+    queueMicrotask(() => t.onClose({ code: 1006, reason: "terminated by the client", error }));
+  };
   const t: Transport = {
     send: (s) => sock.send(s),
     close: () => sock.close(1000),
-    terminate: () => sock.close(),
+    terminate,
     onMessage: () => {},
     onClose: () => {},
     onPong: () => {},
@@ -195,11 +240,15 @@ function whatwgTransport(sock: WhatwgLike): Transport {
   sock.onmessage = (ev) => {
     if (typeof ev.data !== "string") {
       error ??= protocolError("", "a binary message");
-      sock.close();
+      terminate();
       return;
     }
     t.onMessage(encoder.encode(ev.data));
   };
-  sock.onclose = (ev) => t.onClose({ code: ev.code, reason: ev.reason, error });
+  sock.onclose = (ev) => {
+    if (closed) return;
+    closed = true;
+    t.onClose({ code: ev.code, reason: ev.reason, error });
+  };
   return t;
 }

@@ -61,8 +61,12 @@ function serve(path, args) {
           url: m[1],
           addr: new URL(m[1]).host,
           log: () => log,
+          pid: child.pid,
           stop: () => stopChild(child),
           kill: () => stopChild(child, "SIGKILL"),
+          // freeze stops the server (SIGSTOP): connections stay up, nothing is answered.
+          freeze: () => child.kill("SIGSTOP"),
+          thaw: () => child.kill("SIGCONT"),
         });
       }
     });
@@ -74,6 +78,7 @@ function stopChild(child, signal = "SIGTERM") {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => {
     child.on("exit", () => resolve());
+    child.kill("SIGCONT"); // a frozen server must see the signal
     child.kill(signal);
   });
 }
