@@ -98,12 +98,14 @@ test("interrupting the scope mid-stream destroys the process within the bound", 
 test("a server frozen during release: the scope ends within 30 s with SandboxOperationFailed{destroy_process, timed_out}", async () => {
   const frozen = await startServer(["--grace", "3s"]);
   let pid;
+  let proc;
   try {
     let t0;
     const exit = await runExit(
       Effect.scoped(
         Effect.gen(function* () {
           const p = yield* openProcess(frozen.url, instance("frozen"), req("sh", "-c", "echo $$; exec cat"));
+          proc = p;
           const first = yield* p.stdout.pipe(Stream.take(1), Stream.runCollect);
           pid = Number(Buffer.from(first[0]).toString().split("\n")[0]);
           process.kill(frozen.pid, "SIGSTOP");
@@ -120,11 +122,15 @@ test("a server frozen during release: the scope ends within 30 s with SandboxOpe
     // The bound the issue asks for: 30 s, with 5 s of margin for a loaded machine.
     assert.ok(ms >= 29_000 && ms < 35_000, `the scope ended after ${ms} ms`);
     console.log(`# frozen: the release gave up after ${ms.toFixed(0)} ms`);
+    assert.ok(alive(pid), "the frozen server could not destroy the child");
+    // Thawed, the same handle destroys it: a fresh attempt after the timed-out one.
+    process.kill(frozen.pid, "SIGCONT");
+    await proc.raw.handle.destroy();
+    assert.ok(await eventually(() => !alive(pid), 10_000), `child ${pid} gone after the retried destroy`);
   } finally {
     process.kill(frozen.pid, "SIGCONT");
-    await frozen.stop(); // destroys every process it holds
+    await frozen.stop(); // destroys every process it still holds
   }
-  assert.ok(await eventually(() => !alive(pid), 10_000), `child ${pid} gone once the server shut down`);
 });
 
 test("terminate on a child that ignores SIGTERM: destroyed after the grace", async () => {
