@@ -339,6 +339,9 @@ interface PendingSignal {
 
 class Stop extends Error {}
 
+// The handle's diagnostic property counting wake-ups by channel.
+const WAKEUPS = Symbol.for("procwire.wakeups");
+
 // What a waiter waits for.
 type Channel = "out" | "err" | "in" | "state";
 
@@ -526,7 +529,7 @@ class Proc {
   }
 
   handle(): ProcessHandle {
-    return {
+    const h: ProcessHandle = {
       processId: this.id,
       evidence: Object.freeze({ ...this.evidence }),
       input: this.input,
@@ -546,6 +549,10 @@ class Proc {
         framesInflated: this.inflated,
       }),
     };
+    // For tests and diagnostics: how many waiters each kind of change woke
+    // (out: stdout, err: stderr, in: stdin credit, state: the handle's).
+    Object.defineProperty(h, WAKEUPS, { value: () => ({ ...this.wakeups }) });
+    return h;
   }
 
   // ---- notification ----------------------------------------------------------
@@ -1455,6 +1462,10 @@ class Proc {
     try {
       for (;;) {
         if (this.err) return;
+        // destroy() cuts the dial, the resume or the backoff short (redial):
+        // the next round destroys by id at once.
+        const cut = new AbortController();
+        this.redial = () => cut.abort(new Failure("connection_lost", "cut short by destroy()"));
         try {
           if (this.destroyReq) {
             const t = await this.dial(true, Math.max(1, deadline - Date.now()), this.attempt?.ctl.signal);
@@ -1466,10 +1477,11 @@ class Proc {
             return;
           }
           this.reached = false;
-          await this.reattach(deadline);
+          await this.reattach(deadline, cut.signal);
           return;
         } catch (e) {
           if (e instanceof Stop) return;
+          if (cut.signal.aborted && this.destroyReq) continue;
           if (retryableDestroy(e) && !this.destroyReq) {
             // The destroy() that asked has its answer; resume the process,
             // which still runs.
@@ -1496,22 +1508,15 @@ class Proc {
           this.end(new Failure(shutdown ? "server_shutdown" : "connection_lost", `no resume within the ${this.grace} ms grace: ${last.message}`, { cause: last }));
           return;
         }
-        // The backoff: cut short by destroy() (redial), which then
-        // destroys by id at once.
-        await new Promise<void>((r) => {
-          const timer = setTimeout(r, wait);
-          this.redial = () => {
-            clearTimeout(timer);
-            r();
-          };
-        });
-        this.redial = undefined;
+        await sleep(wait, cut.signal);
       }
     } finally {
       // A reconnection started from within this one (a connection it
-      // attached was lost at once) supervises now: leave it the flag.
+      // attached was lost at once) supervises now: leave it the flag (and
+      // its redial).
       if (this.supervisor === me) {
         this.supervisor = undefined;
+        this.redial = undefined;
         this.broadcast();
         if (this.err && !this.abandoned && !this.destroyed && !processGone(this.err) && !this.destroyReq) {
           void this.destroyRemote(AUTO_DESTROY_TIMEOUT).catch(() => {});
@@ -1520,13 +1525,13 @@ class Proc {
     }
   }
 
-  private async reattach(deadline: number): Promise<void> {
-    const t = await this.dial(true, Math.max(1, deadline - Date.now()));
+  private async reattach(deadline: number, signal: AbortSignal): Promise<void> {
+    const t = await this.dial(true, Math.max(1, deadline - Date.now()), signal);
     this.reached = true;
     try {
       const resume: ResumeFrame = { type: "resume", process_id: this.id, token: this.token, stdout_received: this.outReceived, stderr_received: this.errRecv };
       if (this.pingsAsked) resume.pings = true;
-      const f = await this.exchange(t, resume, Math.max(1, deadline - Date.now()));
+      const f = await this.exchange(t, resume, Math.max(1, deadline - Date.now()), signal);
       if (f.type !== "resumed") throw protocolError(f.type, "unexpected answer to resume");
       this.checkResumed(f);
       if (this.err) throw new Stop();

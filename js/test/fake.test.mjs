@@ -386,3 +386,142 @@ test("invalid UTF-8 in a text message is a protocol violation (the decoder check
   await p.destroy();
   await srv.close();
 });
+
+// FakeWS is a WHATWG WebSocket class with the server inside: it answers
+// open, resume and destroy in-process, so that a test decides what arrives
+// in the same turn. Connection n (from 1) follows FakeWS.script[n], or
+// FakeWS.rest.
+class FakeWS {
+  static conns = 0;
+  static frames = [];
+  static script = {};
+  static rest = "serve";
+  constructor(url, protocols) {
+    this.n = ++FakeWS.conns;
+    this.protocols = protocols;
+    this.protocol = "";
+    this.binaryType = "blob";
+    this.onopen = this.onmessage = this.onclose = this.onerror = null;
+    this.mode = FakeWS.script[this.n] ?? FakeWS.rest;
+    if (this.mode === "hang") return; // the dial never completes
+    setTimeout(() => {
+      this.protocol = "procwire.v1";
+      this.onopen?.({});
+    }, 0);
+  }
+  deliver(f) {
+    this.onmessage?.({ data: encode(f) });
+  }
+  async send(text) {
+    const f = decode(text);
+    FakeWS.frames.push({ conn: this.n, ...f });
+    if (f.type === "open") {
+      this.deliver(await opened(f));
+      if (this.mode === "open-then-lose") setTimeout(() => this.onclose?.({ code: 1006, reason: "" }), 0);
+    } else if (f.type === "resume") {
+      const answer = { type: "resumed", process_id: PID, evidence: FakeWS.evidence, stdin_received: 0, stdin_limit: 65536 };
+      if (this.mode === "resume-then-lose") {
+        // The answer and the loss in the same turn: the client attaches a
+        // connection that is already gone.
+        queueMicrotask(() => {
+          this.deliver(answer);
+          this.onclose?.({ code: 1006, reason: "" });
+        });
+      } else if (this.mode === "serve") {
+        this.deliver(answer);
+      }
+    } else if (f.type === "destroy") {
+      this.deliver({ type: "destroyed", process_id: PID });
+      setTimeout(() => this.onclose?.({ code: 1000, reason: "" }), 0);
+    }
+  }
+  close() {
+    setTimeout(() => this.onclose?.({ code: 1005, reason: "" }), 0);
+  }
+}
+
+test("a connection lost in the very turn it is attached: the nested reconnection keeps the supervising flag; one destroy, by the reconnection", async () => {
+  const open = { type: "open", instance_id: "inst-n", request: req("cat") };
+  FakeWS.evidence = (await opened(open)).evidence;
+  FakeWS.conns = 0;
+  FakeWS.frames = [];
+  // 1: opened, then lost; 2: resumed and lost in the same turn; 3: the
+  // nested reconnection's dial hangs; 4 and on: served.
+  FakeWS.script = { 1: "open-then-lose", 2: "resume-then-lose", 3: "hang" };
+  FakeWS.rest = "serve";
+  const p = await openProcess("ws://127.0.0.1:1/", "inst-n", req("cat"), { WebSocket: FakeWS, reconnectMin: 1, reconnectMax: 2 });
+  while (FakeWS.conns < 3) await new Promise((r) => setTimeout(r, 1));
+  await p.destroy();
+  const destroys = FakeWS.frames.filter((f) => f.type === "destroy");
+  assert.equal(destroys.length, 1, `one destroy, got ${JSON.stringify(destroys)}`);
+  assert.equal(p.progress().connections, 2, "the open and the resume lost at once");
+});
+
+test("a pong nobody asked for is a protocol violation; pings asked for and granted are sent and pongs taken", async () => {
+  // ws (which can ping) asks for no pings: a pong is a violation.
+  const srv = await fake(async ({ next, send }) => {
+    const f = await next();
+    if (f.type === "open") {
+      assert.equal(f.pings, undefined);
+      send(await opened(f));
+      send({ type: "pong", id: 0 });
+    } else if (f.type === "destroy") {
+      send({ type: "destroyed", process_id: PID });
+    }
+  });
+  const p = await openProcess(srv.url, "inst-p", req("cat"));
+  await assert.rejects(p.wait(), (e) => violation(e, "wait_process") && /pong/.test(e.message));
+  await p.destroy();
+  await srv.close();
+  // A WHATWG class asks for pings; granted with a heartbeat, it pings at
+  // heartbeat/2 and takes the pongs.
+  const pings = [];
+  class Pinging extends FakeWS {
+    async send(text) {
+      const f = decode(text);
+      if (f.type === "open") {
+        assert.equal(f.pings, true);
+        this.deliver({ ...(await opened(f)), heartbeat_ms: 40, pings: true });
+      } else if (f.type === "ping") {
+        pings.push(f.id);
+        this.deliver({ type: "pong", id: f.id });
+      } else {
+        return super.send(text);
+      }
+    }
+  }
+  FakeWS.script = {};
+  FakeWS.rest = "serve";
+  const q = await openProcess("ws://127.0.0.1:1/", "inst-p2", req("cat"), { WebSocket: Pinging });
+  while (pings.length < 4) await new Promise((r) => setTimeout(r, 5));
+  assert.deepEqual(pings.slice(0, 4), [0, 1, 2, 3]);
+  assert.equal(q.progress().connections, 1, "a link that answers stays up");
+  await q.destroy();
+});
+
+test("an open's retry backoff is cut by its signal: rejects with the reason after destroying by the key", async () => {
+  let destroyed;
+  const got = new Promise((r) => (destroyed = r));
+  let opens = 0;
+  const srv = await fake(async ({ ws, next, send }) => {
+    const f = await next();
+    if (f.type === "open") {
+      opens++;
+      ws.terminate(); // the answer is lost: the client backs off, then repeats
+    } else if (f.type === "destroy") {
+      destroyed(f);
+      send({ type: "destroyed", process_id: PID });
+    }
+  });
+  const ac = new AbortController();
+  const opening = openProcess(srv.url, "inst-b", req("cat"), { reconnectMin: 20_000, reconnectMax: 20_000, openTimeout: 120_000, signal: ac.signal });
+  while (opens < 1) await new Promise((r) => setTimeout(r, 5));
+  await new Promise((r) => setTimeout(r, 50)); // inside the minute's backoff
+  const why = new Error("interrupted");
+  const t0 = Date.now();
+  ac.abort(why);
+  await assert.rejects(opening, (e) => e === why);
+  assert.ok(Date.now() - t0 < 5000, `not the backoff: ${Date.now() - t0} ms`);
+  assert.equal((await got).open_key.length, 64);
+  await srv.close();
+});

@@ -105,9 +105,13 @@ export function startCutProxy(target) {
   return next().then((first) => ({
     addr: first.replace(/^addr /, ""),
     cmd,
+    // freeze stops the proxy (SIGSTOP): the links through it go silent, with no close.
+    freeze: () => child.kill("SIGSTOP"),
+    thaw: () => child.kill("SIGCONT"),
     stop: () =>
       new Promise((resolve) => {
         child.on("exit", () => resolve());
+        child.kill("SIGCONT");
         child.stdin.end();
       }),
   }));
