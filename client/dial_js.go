@@ -13,19 +13,25 @@ import (
 )
 
 // dialOptions on js/wasm: the browser's WebSocket sends no headers of the
-// caller's (withDefaults refuses a Token there), so proxies cannot route on
-// Procwire-Instance and Options.HTTPClient and HTTPHeader are not used.
+// caller's, so proxies cannot route on Procwire-Instance and
+// Options.HTTPClient and HTTPHeader are not used; the Token travels as the
+// bearer subprotocol (PROTOCOL.md §1), never in the URL.
 func (p *Process) dialOptions(ctx context.Context, _ http.Header) (context.Context, *websocket.DialOptions, *coalesce.Coalescer) {
-	return ctx, &websocket.DialOptions{Subprotocols: []string{frames.Subprotocol}}, nil
+	sub := []string{frames.Subprotocol}
+	if p.opts.Token != "" {
+		sub = append(sub, bearerSubprotocol(p.opts.Token))
+	}
+	return ctx, &websocket.DialOptions{Subprotocols: sub}, nil
 }
 
 // dialClient: the browser dials; nothing to coalesce.
 func dialClient(*http.Client) *http.Client { return nil }
 
-// checkPlatform refuses what a browser's WebSocket cannot do: send headers.
+// checkPlatform refuses what a browser's WebSocket cannot do: send headers
+// (the Token goes as a subprotocol instead).
 func checkPlatform(o *Options) error {
-	if o.Token != "" || len(o.HTTPHeader) > 0 || o.HTTPClient != nil {
-		return errors.New("procwire: Options.Token, HTTPHeader and HTTPClient need HTTP headers, which js/wasm cannot send")
+	if len(o.HTTPHeader) > 0 || o.HTTPClient != nil {
+		return errors.New("procwire: Options.HTTPHeader and HTTPClient need HTTP headers, which js/wasm cannot send")
 	}
 	return nil
 }

@@ -9,7 +9,9 @@ import (
 
 // Options configure Open. A nil *Options means all defaults.
 type Options struct {
-	// Token is sent as "Authorization: Bearer <Token>" on every connection.
+	// Token is sent as "Authorization: Bearer <Token>" on every connection
+	// (on js/wasm, where no header can be set, as the subprotocol
+	// "procwire.bearer.<base64url>", PROTOCOL.md §1).
 	// Empty sends no Authorization header.
 	Token string
 	// HTTPClient dials the WebSocket connections; nil uses
