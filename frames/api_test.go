@@ -27,6 +27,8 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		&frames.Credit{StdinReceived: 1, StdinLimit: 2},
 		&frames.StdoutEOF{Off: 3},
 		&frames.StdinClose{Off: 4},
+		&frames.Ping{ID: frames.MaxPingID},
+		&frames.Pong{ID: 9},
 	}
 	var d frames.Decoder
 	buf := make([]byte, 0, 1<<20)
