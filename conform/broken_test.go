@@ -451,8 +451,8 @@ func TestBrokenServersAreCaught(t *testing.T) {
 	}
 }
 
-// TestEarlierServerSkips: a server that predates open_key refuses it as an
-// unknown field (PROTOCOL.md §9); its cases are recorded skips, not
+// TestEarlierServerSkips: a server that predates open_key (or pings)
+// refuses it as an unknown field (PROTOCOL.md §9); its cases are recorded skips, not
 // failures and not passes.
 func TestEarlierServerSkips(t *testing.T) {
 	url := brokenServer(t, fault{refuse: func(f frames.Frame) string {
@@ -461,6 +461,9 @@ func TestEarlierServerSkips(t *testing.T) {
 			if f.OpenKey != "" {
 				return "open.open_key: unknown_field"
 			}
+			if f.Pings {
+				return "open.pings: unknown_field"
+			}
 		case *frames.Destroy:
 			if f.InstanceID != "" {
 				return "destroy.instance_id: unknown_field"
@@ -468,7 +471,7 @@ func TestEarlierServerSkips(t *testing.T) {
 		}
 		return ""
 	}})
-	rep := runAgainst(t, url, "open-key-repeat", "destroy-by-key")
+	rep := runAgainst(t, url, "open-key-repeat", "destroy-by-key", "pings")
 	require.True(t, rep.OK())
 	for _, c := range rep.Cases {
 		require.Equal(t, conform.Skip, c.Outcome, "%s: %s", c.Name, c.Detail)
