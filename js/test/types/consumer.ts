@@ -11,7 +11,7 @@ import {
 } from "../../dist/index.js";
 
 export async function pipeline(url: string, token: string): Promise<Exit> {
-  const options: OpenOptions = { token, stdoutWindow: 1 << 20, destroyTimeout: 5_000 };
+  const options: OpenOptions = { token, tokenVia: "subprotocol", stdoutWindow: 1 << 20, destroyTimeout: 5_000, signalTimeout: 2_000, signal: AbortSignal.timeout(10_000) };
   const p: ProcessHandle = await openProcess(url, "instance-1", {
     executable: "tr",
     arguments: ["a-z", "A-Z"],
@@ -23,7 +23,11 @@ export async function pipeline(url: string, token: string): Promise<Exit> {
       new Blob(["hello\n"]).stream().pipeTo(p.input),
       p.output.pipeThrough(new TextDecoderStream()).pipeTo(new WritableStream<string>({ write: (s) => console.log(s) })),
     ]);
-    const exit = await p.wait();
+    const exit = await p.wait({ signal: AbortSignal.timeout(60_000) });
+    const byob = p.output.getReader({ mode: "byob" });
+    const chunk: ReadableStreamReadResult<Uint8Array<ArrayBuffer>> = await byob.read(new Uint8Array(4096));
+    if (!chunk.done) console.log(chunk.value.byteLength);
+    byob.releaseLock();
     if (exit.signal !== undefined) console.log("killed by", exit.signal);
     else console.log("exit code", exit.code satisfies number);
     const delivered: boolean = await p.signal("SIGTERM");
@@ -35,6 +39,6 @@ export async function pipeline(url: string, token: string): Promise<Exit> {
     else if (e instanceof SandboxError) console.log(e._tag, e.reason, e.gap?.oldest);
     throw e;
   } finally {
-    await p.destroy();
+    await p.destroy({ signal: AbortSignal.timeout(30_000) });
   }
 }
