@@ -173,10 +173,12 @@ export function dial(C: WebSocketClass, url: string, headers: Record<string, str
         };
       }
     } catch (e) {
+      // The WebSocket constructor refused the URL or the subprotocols:
+      // the caller's mistake.
       settled = true;
       clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
-      reject(e);
+      reject(e instanceof TypeError ? e : new TypeError(`procwire: dial ${url}: ${(e as Error)?.message ?? e}`, { cause: e }));
     }
   });
 }
