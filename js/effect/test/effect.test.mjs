@@ -5,7 +5,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Cause, Effect, Exit, Fiber, Stream } from "effect";
 import { openProcess } from "@procwire/effect";
-import { startServer, instance, req, alive, eventually } from "./server.mjs";
+import { startServer, instance, req, alive, eventually, stopped } from "./server.mjs";
 
 let srv;
 before(async () => {
@@ -109,6 +109,9 @@ test("a server frozen during release: the scope ends within 30 s with SandboxOpe
           const first = yield* p.stdout.pipe(Stream.take(1), Stream.runCollect);
           pid = Number(Buffer.from(first[0]).toString().split("\n")[0]);
           process.kill(frozen.pid, "SIGSTOP");
+          // Leave the scope only once the server is frozen, not while a
+          // thread of it may still answer the destroy.
+          assert.ok(yield* Effect.promise(() => eventually(() => stopped(frozen.pid), 10_000)), "the server stopped");
           t0 = performance.now();
         }),
       ),

@@ -1,7 +1,7 @@
 // The real procwire server for the adapter's tests, run as a child whose
 // pid the tests need (to freeze it with SIGSTOP).
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { build } from "../../test/helpers.mjs";
 
@@ -59,5 +59,17 @@ export async function eventually(cond, ms) {
     if (await cond()) return true;
     if (Date.now() > end) return false;
     await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/**
+ * Whether every thread of pid is stopped (state T): kill(SIGSTOP) returns
+ * before the signal has stopped a multi-threaded process.
+ */
+export function stopped(pid) {
+  try {
+    return readdirSync(`/proc/${pid}/task`).every((tid) => /\) [Tt] /.test(readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8")));
+  } catch {
+    return false;
   }
 }
