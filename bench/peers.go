@@ -168,6 +168,12 @@ func NewRaw() (Peer, error) {
 	return &rawPeer{hs: hs, url: url}, nil
 }
 
+// RawHandler is the baseline's handler (see NewRaw), for a benchmark that
+// serves it to a client in another process, such as the TypeScript
+// client's (js/bench/gopeer). Its URL takes the argv as repeated "arg"
+// query parameters.
+func RawHandler() http.Handler { return http.HandlerFunc(rawHandler) }
+
 func rawHandler(w http.ResponseWriter, r *http.Request) {
 	argv := r.URL.Query()["arg"]
 	if len(argv) == 0 {

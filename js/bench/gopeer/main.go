@@ -15,8 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
-	"reflect"
 	"strconv"
 	"time"
 
@@ -52,25 +53,17 @@ func run(args []string) error {
 	return fmt.Errorf("unknown workload %q", args[0])
 }
 
-// serveRaw runs bench.NewRaw, the baseline bench/ measures procwire
-// against, and prints its URL. The peer keeps its URL unexported (bench
-// dials it in-process); it is read by reflection rather than copying the
-// server.
+// serveRaw serves bench.RawHandler, the baseline bench/ measures procwire
+// against, on loopback, and prints its URL.
 func serveRaw() error {
-	p, err := bench.NewRaw()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	defer p.Close()
-	v := reflect.ValueOf(p)
-	if v.Kind() == reflect.Pointer {
-		v = v.Elem()
-	}
-	u := v.FieldByName("url")
-	if !u.IsValid() || u.Kind() != reflect.String {
-		return errors.New("bench's raw peer has no url field")
-	}
-	fmt.Println(u.String())
+	hs := &http.Server{Handler: bench.RawHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln) //nolint:errcheck // ErrServerClosed after Close
+	defer hs.Close()
+	fmt.Printf("ws://%s/\n", ln.Addr())
 	_, err = io.Copy(io.Discard, os.Stdin)
 	return err
 }
