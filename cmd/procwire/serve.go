@@ -18,9 +18,6 @@ import (
 // shutdownTimeout bounds a graceful shutdown of serve.
 const shutdownTimeout = 10 * time.Second
 
-// minTokenBytes is the shortest token serve accepts.
-const minTokenBytes = 16
-
 func init() {
 	register(&command{
 		name:    "serve",
@@ -90,9 +87,6 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	token, err := readToken(*tokenFile)
 	if err != nil {
 		return fail(err)
-	}
-	if token != "" && len(token) < minTokenBytes {
-		return fail(fmt.Errorf("the token has %d bytes, fewer than %d: make one with head -c 32 /dev/urandom | base64", len(token), minTokenBytes))
 	}
 	if err := server.CheckListenAddr(*addr, token); errors.Is(err, server.ErrInsecureListen) {
 		return fail(fmt.Errorf("--addr %s: without a token the server listens on loopback only (give --token-file)", *addr))
