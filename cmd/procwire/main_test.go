@@ -497,7 +497,7 @@ func TestServeRefusals(t *testing.T) {
 		{"missing certificate", []string{"--tls-cert", "/nonexistent/cert.pem", "--tls-key", "/nonexistent/key.pem"},
 			"procwire serve: --tls-cert/--tls-key: open /nonexistent/cert.pem: no such file or directory\n", 1},
 		{"short token", []string{"--token-file", tokenFile},
-			"procwire serve: --token-file "+tokenFile+": not a token: 5 bytes, fewer than 16: make one with head -c 32 /dev/urandom | base64\n", 1},
+			"procwire serve: --token-file " + tokenFile + ": not a token: 5 bytes, fewer than 16: make one with head -c 32 /dev/urandom | base64\n", 1},
 		{"public without token", []string{"--addr", "0.0.0.0:0"},
 			"procwire serve: --addr 0.0.0.0:0: without a token the server listens on loopback only (give --token-file)\n", 1},
 		{"grace 0", []string{"--grace", "0"},
