@@ -56,6 +56,7 @@ type Server struct {
 	instances map[string]*session // reservations; nil while the process starts
 	tombs     map[string]*tombstone
 	tombq     []*tombstone // tombs in the order they were added (oldest first)
+	keyq      []*tombstone // key-only tombstones (no process ran), oldest first
 
 	// Also guarded by mu: the opens being started, and the tombstones that
 	// carry an open key (PROTOCOL.md §4.8), both by instance id.
