@@ -507,7 +507,11 @@ func TestServeRefusals(t *testing.T) {
 		{"max-processes 0", []string{"--max-processes", "0"},
 			"procwire serve: invalid value \"0\" for flag -max-processes: must be within 1..1073741824 (run \"procwire help serve\")\n", 2},
 		{"stdout-window", []string{"--stdout-window", "100"},
-			"procwire serve: invalid value \"100\" for flag -stdout-window: must be within 1024..1073741824 (run \"procwire help serve\")\n", 2},
+			"procwire serve: invalid value \"100\" for flag -stdout-window: must be within 1KiB..1GiB (run \"procwire help serve\")\n", 2},
+		{"decimal unit", []string{"--max-memory", "512MB"},
+			"procwire serve: invalid value \"512MB\" for flag -max-memory: \"512MB\": ambiguous unit: write a binary unit (KiB, MiB, GiB: powers of 1024) or plain bytes (run \"procwire help serve\")\n", 2},
+		{"fraction of a byte", []string{"--stderr-ring", "1.1KiB"},
+			"procwire serve: invalid value \"1.1KiB\" for flag -stderr-ring: \"1.1KiB\": size out of range: not a whole number of bytes (run \"procwire help serve\")\n", 2},
 		{"argument", []string{"extra"},
 			"procwire serve: unexpected argument \"extra\" (run \"procwire help serve\")\n", 2},
 	} {
