@@ -139,6 +139,10 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 			}
 			return s.reopen(c, se)
 		}
+		if s.draining {
+			s.mu.Unlock()
+			return c.refuse(drainingError()), false
+		}
 		if len(s.instances) >= s.cfg.MaxProcesses {
 			s.mu.Unlock()
 			return c.refuse(&frames.Error{Code: frames.CapabilityUnavailable, Requirement: "resources",
@@ -165,7 +169,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 	cost := processCost(bcfg.StdoutWindow, bcfg.StdinWindow, bcfg.StderrRing)
 	if !s.budget.take(cost) {
 		s.mu.Lock()
-		delete(s.instances, f.InstanceID)
+		s.releaseInstanceLocked(f.InstanceID)
 		delete(s.opening, f.InstanceID)
 		s.mu.Unlock()
 		return c.refuse(resourcesError(opOpen, "the process's windows do not fit the server's memory budget")), false
@@ -182,7 +186,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 	if err != nil {
 		s.budget.give(cost)
 		s.mu.Lock()
-		delete(s.instances, f.InstanceID)
+		s.releaseInstanceLocked(f.InstanceID)
 		delete(s.opening, f.InstanceID)
 		s.mu.Unlock()
 		if s.stopping.Err() != nil {
@@ -250,7 +254,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 	s.mu.Lock()
 	delete(s.opening, f.InstanceID)
 	if s.closing {
-		delete(s.instances, f.InstanceID)
+		s.releaseInstanceLocked(f.InstanceID)
 		s.mu.Unlock()
 		if err := p.Destroy(); err != nil {
 			s.log.Error("destroy process", "err", err)
@@ -628,7 +632,7 @@ func (s *Server) retire(se *session, by *conn, expired bool) (*tombstone, error)
 	s.mu.Lock()
 	delete(s.sessions, se.id)
 	if s.instances[se.instanceID] == se {
-		delete(s.instances, se.instanceID)
+		s.releaseInstanceLocked(se.instanceID)
 	}
 	s.addTombLocked(ts)
 	closing := s.closing

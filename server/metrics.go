@@ -244,7 +244,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // HealthHandler answers a load balancer's health check: 200 "ok" while the
-// server accepts connections, 503 once Shutdown or Close has begun. Serve
+// server accepts connections, 503 once Drain, Shutdown or Close has begun. Serve
 // it beside the metrics, on a listener apart from the process endpoint.
 func (s *Server) HealthHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -253,6 +253,11 @@ func (s *Server) HealthHandler() http.Handler {
 		if s.isClosing() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("shutting down\n"))
+			return
+		}
+		if s.isDraining() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("draining\n"))
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
