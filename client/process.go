@@ -155,6 +155,9 @@ func newProcess(url, instanceID string, o Options) *Process {
 // fails or is cancelled after it may have started the process destroys it
 // (by the key, within Options.DestroyTimeout).
 //
+// An open refused by a draining server (ErrServerDraining) is repeated on
+// a new connection, which a load balancer routes to another server.
+//
 // A typed refusal from the server is a *RemoteError (for example
 // SandboxLifecycleConflict with Actual "process_already_open" when the
 // instance already has a process); evidence that does not match req is a
