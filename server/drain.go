@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
 
 	"github.com/procwire/procwire/frames"
 )
@@ -75,4 +78,36 @@ func (s *Server) releaseInstanceLocked(instanceID string) {
 		close(s.drained)
 		s.drained = nil
 	}
+}
+
+// refuseDrainingUpgrade answers 503 before the upgrade, and reports true,
+// a request that can only be an open of a new process on a draining
+// server, when it comes from a trusted proxy (Config.TrustedProxies): its
+// Procwire-Instance header names an instance the server does not hold and
+// it has no Procwire-Process header. A proxy told to try another server on
+// 503 (nginx: proxy_next_upstream http_503; docs/operators.md) then opens
+// the process there, even when it routes by instance. A request straight
+// from a client is upgraded, and its open refused with server_draining
+// (drainingError), which a client understands.
+func (s *Server) refuseDrainingUpgrade(w http.ResponseWriter, r *http.Request, log *slog.Logger) bool {
+	route := routeFrom(r)
+	if route.instance == "" || route.process != "" || !s.fromTrustedProxy(r) {
+		return false
+	}
+	s.mu.Lock()
+	_, held := s.instances[route.instance]
+	refuse := s.draining && !held
+	s.mu.Unlock()
+	if refuse {
+		w.Header().Set("Retry-After", "0")
+		s.refuseHTTP(w, log, http.StatusServiceUnavailable, reasonDraining,
+			"server draining: open the process on another server")
+	}
+	return refuse
+}
+
+// fromTrustedProxy reports whether r's peer is one of the trusted proxies.
+func (s *Server) fromTrustedProxy(r *http.Request) bool {
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && trustedAddr(peer.Addr(), s.cfg.TrustedProxies)
 }

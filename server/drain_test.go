@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -111,5 +112,47 @@ func TestDrainEndsWithShutdown(t *testing.T) {
 	go func() { drained <- h.srv.Drain(testCtx(t)) }()
 	h.waitEvent(hookDraining, "")
 	require.NoError(t, h.srv.Close())
+	require.NoError(t, <-drained)
+}
+
+// TestDrainRefusesOpensFromAProxyBeforeTheUpgrade: through a trusted
+// proxy, an upgrade that can only open a new process is answered 503, so
+// that the proxy tries another server; one for an instance held, or naming
+// a process, is served.
+func TestDrainRefusesOpensFromAProxyBeforeTheUpgrade(t *testing.T) {
+	h := newHarness(t, Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	p, opened := h.open(openFrame("inst-held", "cat"))
+	drained := make(chan error, 1)
+	go func() { drained <- h.srv.Drain(testCtx(t)) }()
+	h.waitEvent(hookDraining, "")
+
+	dial := func(hdr ...string) (*websocket.Conn, int) {
+		header := http.Header{"Authorization": {"Bearer " + testToken}}
+		for i := 0; i < len(hdr); i += 2 {
+			header.Set(hdr[i], hdr[i+1])
+		}
+		ws, resp, err := h.dialWith(header, []string{frames.Subprotocol})
+		if err != nil {
+			require.NotNil(t, resp, "%v", err)
+			return nil, resp.StatusCode
+		}
+		return ws, http.StatusSwitchingProtocols
+	}
+	_, code := dial(frames.HeaderInstance, "inst-new")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+
+	ws, code := dial(frames.HeaderInstance, "inst-held")
+	require.Equal(t, http.StatusSwitchingProtocols, code)
+	ws.CloseNow()
+	ws, code = dial(frames.HeaderProcess, opened.ProcessID)
+	require.Equal(t, http.StatusSwitchingProtocols, code)
+	ws.CloseNow()
+	// Without the headers the open is refused in frames, as from a client.
+	q := h.dial()
+	q.send(openFrame("inst-new", "cat"))
+	q.requireError(drainingError())
+
+	p.send(&frames.Destroy{})
+	p.destroyedAnswer(opened.ProcessID)
 	require.NoError(t, <-drained)
 }

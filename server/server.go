@@ -149,6 +149,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuseHTTP(w, log, http.StatusServiceUnavailable, refuseShutdown, "server shutting down")
 		return
 	}
+	if s.refuseDrainingUpgrade(w, r, log) {
+		return
+	}
 	if s.upgrades.Add(1) > int64(s.cfg.MaxConnections) {
 		s.upgrades.Add(-1)
 		s.refuseHTTP(w, log, http.StatusServiceUnavailable, refuseConnections, "the server serves its MaxConnections connections")
