@@ -428,6 +428,7 @@ type Stats struct {
 	Connections int            // connections being served
 	Tombstones  int            // destroyed or expired processes remembered
 	Memory      int64          // bytes promised against Config.MaxMemory: granted windows and first frames being read
+	MaxMemory   int64          // Config.MaxMemory in force (its default filled in)
 	Processes   []ProcessStats // live processes, in no particular order
 }
 
@@ -446,6 +447,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	st := Stats{Containment: s.containment(), Draining: s.draining, Connections: len(s.conns), Tombstones: len(s.tombs)}
 	st.Memory, _ = s.budget.usage()
+	st.MaxMemory = s.cfg.MaxMemory
 	sessions := make([]*session, 0, len(s.sessions))
 	for _, se := range s.sessions {
 		sessions = append(sessions, se)
