@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,7 +35,8 @@ that is not loopback is warned about (the token would travel in clear text).`,
 func serve(ctx context.Context, args []string, io *stdio) int {
 	c := lookup("serve")
 	fs := newFlags(c)
-	addr := fs.String("addr", "127.0.0.1:7777", "listen `address`")
+	addr := fs.String("addr", "127.0.0.1:7777", "listen `address`: host:port, or unix:PATH for a Unix socket (mode 0600)")
+	lf := addListenFlags(fs)
 	tokenFile := fs.String("token-file", "", "`file` holding the bearer token, at least 16 bytes (default $"+tokenEnv+")")
 	certFile := fs.String("tls-cert", "", "TLS certificate `file` (with --tls-key)")
 	keyFile := fs.String("tls-key", "", "TLS key `file`")
@@ -87,65 +87,46 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	if err != nil {
 		return fail(err)
 	}
-	if err := server.CheckListenAddr(*addr, token); errors.Is(err, server.ErrInsecureListen) {
-		return fail(fmt.Errorf("--addr %s: without a token the server listens on loopback only (give --token-file)", *addr))
-	} else if err != nil {
-		return fail(fmt.Errorf("--addr: %w", err))
+	if err := checkAddr(*addr, token); err != nil {
+		return fail(err)
 	}
-	var tlsConfig *tls.Config
-	if *certFile != "" {
-		// Checked before listening: a server that says it listens must serve.
-		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
-		if err != nil {
-			return fail(fmt.Errorf("--tls-cert/--tls-key: %w", err))
-		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	log := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level}))
+	// Checked before listening: a server that says it listens must serve.
+	tlsConfig, stopReload, err := loadCert(ctx, *certFile, *keyFile, log)
+	if err != nil {
+		return fail(err)
 	}
+	defer stopReload()
 	if *runAs != "" {
 		if cfg.RunAs, err = lookupRunAs(*runAs); err != nil {
 			return fail(err)
 		}
 	}
-	log := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level}))
 	cfg.Token, cfg.Logger = token, log
 	reg := ops.configure(&cfg)
 	srv, err := server.New(cfg)
 	if err != nil {
 		return fail(err)
 	}
-	ln, err := net.Listen("tcp", *addr)
+	lim := lf.limiter()
+	ln, url, err := lf.listen(*addr, token, tlsConfig, lim, log)
 	if err != nil {
-		return fail(fmt.Errorf("--addr: %w", err))
+		return fail(err)
 	}
 	if clearTextToken(token, tlsConfig != nil, ln.Addr()) {
 		log.Warn("the token travels in clear text: listening beyond loopback without --tls-cert", "addr", ln.Addr().String())
 	}
-	opsSrv, err := ops.start(reg, srv, log)
+	opsSrv, err := ops.start(reg, srv, lf, lim, log)
 	if err != nil {
 		ln.Close()
 		return fail(err)
 	}
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig:         tlsConfig,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	hs := lf.httpServer(srv, lim, log)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
-	go func() {
-		if tlsConfig != nil {
-			errc <- hs.ServeTLS(ln, "", "")
-		} else {
-			errc <- hs.Serve(ln)
-		}
-	}()
-	scheme := "ws"
-	if tlsConfig != nil {
-		scheme = "wss"
-	}
-	log.Info("listening", "url", scheme+"://"+ln.Addr().String()+"/", "auth", token != "", "provider_revision", server.Revision,
+	go func() { errc <- hs.Serve(ln) }() // ln speaks TLS itself
+	log.Info("listening", "url", url, "auth", token != "", "provider_revision", server.Revision,
 		"containment", srv.Stats().Containment, "run_as", *runAs)
 
 	status = 0
@@ -182,6 +163,9 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 // clearTextToken reports whether a server with token, listening on addr
 // with TLS or not, lets the token travel in clear text beyond this machine.
 func clearTextToken(token string, tls bool, addr net.Addr) bool {
+	if _, unix := addr.(*net.UnixAddr); unix {
+		return false
+	}
 	a, ok := addr.(*net.TCPAddr)
 	return token != "" && !tls && !(ok && a.IP.IsLoopback())
 }
