@@ -37,10 +37,12 @@ type budget struct {
 const firstSmall = 2 * chunk.Size
 
 // firstFrameCost is what a first frame costs per byte read, the multiple
-// taken from the budget as its bytes arrive: its bytes (in chunks, then in
-// one slice of their size, the chunks dropped as they are copied) and its
-// decoded values (its strings: up to its size again), held together until
-// the frame is served.
+// taken from the budget as its bytes arrive: its bytes twice, in chunks as
+// they arrive and in the one slice of their size the decoder reads (the
+// chunks are dropped as they are copied, but only the collector frees
+// them). Its decoded values fit in what that leaves: the frame's limits
+// bound them to 17 MiB (256 arguments of 64 KiB and a 1 MiB environment),
+// and a line holding that many bytes is at least as long.
 const firstFrameCost = 2
 
 func newBudget(limit int64) *budget {
