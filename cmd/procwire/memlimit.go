@@ -23,14 +23,16 @@ const runtimeSlack = 64 << 20
 // limit of budget + memoryOverhead - runtimeSlack, so that the collector
 // runs as the heap nears it instead of letting it grow to twice what is
 // live (GOGC). A GOMEMLIMIT in the environment is the operator's choice
-// and is kept.
-func setMemoryLimit(budget int64, log *slog.Logger) {
+// and is kept. restore puts back the limit before (serve runs inside tests
+// too).
+func setMemoryLimit(budget int64, log *slog.Logger) (restore func()) {
 	if v := os.Getenv("GOMEMLIMIT"); v != "" {
 		log.Info("memory", "budget", size.Format(budget), "gomemlimit", v)
-		return
+		return func() {}
 	}
 	limit := budget + memoryOverhead - runtimeSlack
-	debug.SetMemoryLimit(limit)
+	prev := debug.SetMemoryLimit(limit)
 	log.Info("memory", "budget", size.Format(budget), "runtime_limit", size.Format(limit),
 		"rss_bound", size.Format(budget+memoryOverhead))
+	return func() { debug.SetMemoryLimit(prev) }
 }

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/procwire/procwire/server"
@@ -23,9 +21,15 @@ func init() {
 		args:    "[flags]",
 		summary: "run a server",
 		help: `Run a server until SIGINT or SIGTERM, then shut it down, destroying every
-process. It logs on stderr. Without a token it listens on loopback only; a
-token shorter than 16 bytes is refused, and a token without TLS on an address
-that is not loopback is warned about (the token would travel in clear text).`,
+process. With --drain-timeout the signal first drains the server: /healthz
+answers 503, new opens are refused (server_draining: open elsewhere) and the
+processes held run on until they are destroyed or the timeout passes; a
+second signal ends the drain at once. It logs on stderr. Without a token it
+listens on loopback only; a token shorter than 16 bytes is refused, and a
+token without TLS on an address that is not loopback is warned about (the
+token would travel in clear text). The Go runtime's soft memory limit is
+--max-memory plus 64 MiB (unless $GOMEMLIMIT is set), and the server's RSS
+stays within --max-memory plus 128 MiB.`,
 		run: serve,
 	})
 }
@@ -62,6 +66,7 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	logLevel := fs.String("log-level", "info", "log at `level` debug, info, warn or error")
 	runAs := fs.String("run-as", "", "run every child as `user` (a name or uid) and its groups; needs root")
 	ops := addOpsFlags(fs)
+	drainTimeout := addDrainFlag(fs)
 	pos, _, status, ok := parse(c, fs, args, -1, io, 2)
 	if !ok {
 		return status
@@ -108,6 +113,7 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	if err != nil {
 		return fail(err)
 	}
+	defer setMemoryLimit(srv.Stats().MaxMemory, log)()
 	lim := lf.limiter()
 	ln, url, err := lf.listen(*addr, token, tlsConfig, lim, log)
 	if err != nil {
@@ -122,8 +128,8 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 		return fail(err)
 	}
 	hs := lf.httpServer(srv, lim, log)
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	sigs, stopSigs := stopSignals()
+	defer stopSigs()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }() // ln speaks TLS itself
 	log.Info("listening", "url", url, "auth", token != "", "provider_revision", server.Revision,
@@ -133,6 +139,9 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
+	case sig := <-sigs:
+		log.Info("shutting down", "signal", sig.String())
+		drain(ctx, srv, *drainTimeout, sigs, log)
 	case err := <-errc:
 		log.Error("serve", "err", err)
 		status = 1
