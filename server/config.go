@@ -38,6 +38,7 @@ const (
 	DefaultMaxFrameData    = 64 << 10
 	DefaultMaxProcesses    = 1024
 	DefaultFirstFrame      = 30 * time.Second
+	DefaultMessageTimeout  = time.Minute
 
 	// DefaultMaxMemoryShare: MaxMemory defaults to the machine's memory
 	// (MemTotal) divided by this; DefaultMaxMemoryFallback when MemTotal
@@ -145,6 +146,14 @@ type Config struct {
 	// a peer silent that long is disconnected (default DefaultFirstFrame).
 	FirstFrameTimeout time.Duration
 
+	// MessageTimeout bounds the read of one WebSocket message from its
+	// first frame to its last: a peer that begins a message and does not
+	// end it in time (a trickle, empty continuation frames) is
+	// disconnected with 1008 (default DefaultMessageTimeout). Frames
+	// besides the payload are bounded too: a message in more than about
+	// 2,700 frames is closed the same way.
+	MessageTimeout time.Duration
+
 	// MaxProcesses bounds the processes the server holds at once, live or
 	// detached (an instance reservation counts from open to destroy); an
 	// open beyond it is refused with SandboxCapabilityUnavailable
@@ -154,7 +163,10 @@ type Config struct {
 	// MaxMemory bounds, in bytes, what the server promises: the windows
 	// granted to the processes it holds (each process's stdout window,
 	// stdin window and stderr ring, the most its buffers can take) plus
-	// the bytes of the first frames being read. An open whose windows do
+	// what the first frames being read cost (twice their bytes: the bytes
+	// as they arrive and the copy the decoder reads). It does not set the
+	// Go runtime's memory limit: a program that embeds the server does
+	// (debug.SetMemoryLimit), as serve does. An open whose windows do
 	// not fit is refused with SandboxCapabilityUnavailable{requirement:
 	// "resources"}, and so is a first frame whose bytes do not fit, as
 	// they arrive (the connection then closes normally). Buffers take
@@ -264,6 +276,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"DestroyWait", &c.DestroyWait, DefaultDestroyWait},
 		{"TombstoneTTL", &c.TombstoneTTL, DefaultTombstoneTTL},
 		{"FirstFrameTimeout", &c.FirstFrameTimeout, DefaultFirstFrame},
+		{"MessageTimeout", &c.MessageTimeout, DefaultMessageTimeout},
 	} {
 		if *d.v < 0 {
 			return c, fmt.Errorf("server: %s is negative (%v)", d.name, *d.v)
