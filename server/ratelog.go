@@ -7,18 +7,20 @@ import (
 	"time"
 )
 
-// rateLog logs through a logger at most once per interval per message;
-// the lines dropped meanwhile are counted and the next line logged says
-// how many ("suppressed"). A peer that makes the server log (a refusal,
-// a signal) cannot make it write faster than that. Safe for concurrent
-// use.
+// rateLog bounds how often a kind of line a peer can cause (a refusal)
+// is logged at Info: once per interval per key, the others of the
+// interval at Debug. The next line at Info says how many went to Debug
+// meanwhile ("suppressed"), through log. A peer that makes the server log
+// cannot make it write more than a line a second per key at Info. Keys
+// are a fixed set (the refusal reasons), so the map stays small. Safe for
+// concurrent use.
 type rateLog struct {
 	log   *slog.Logger
 	every time.Duration
 	now   func() time.Time
 
 	mu   sync.Mutex
-	last map[string]rateEntry // by message; a few fixed messages only
+	last map[string]rateEntry // by key
 }
 
 type rateEntry struct {
@@ -30,32 +32,35 @@ func newRateLog(log *slog.Logger, every time.Duration) *rateLog {
 	return &rateLog{log: log, every: every, now: time.Now, last: make(map[string]rateEntry)}
 }
 
-// Info logs msg at Info unless a line with the same msg was logged within
-// the interval; then it is counted, and logged at Debug only.
-func (r *rateLog) Info(msg string, args ...any) {
-	if !r.allow(msg) {
-		r.log.Debug(msg, args...)
-		return
-	}
-	r.log.Info(msg, args...)
-}
-
-// allow reports whether msg may be logged now, adding the count of the
-// suppressed ones to the line through r.log when it may.
-func (r *rateLog) allow(msg string) bool {
+// level returns the level to log a line of key at now: Info at most once
+// per interval, else Debug.
+func (r *rateLog) level(key string) slog.Level {
 	now := r.now()
 	r.mu.Lock()
-	e, seen := r.last[msg]
+	e, seen := r.last[key]
 	if seen && now.Sub(e.at) < r.every {
 		e.suppressed++
-		r.last[msg] = e
+		r.last[key] = e
 		r.mu.Unlock()
-		return false
+		return slog.LevelDebug
 	}
-	r.last[msg] = rateEntry{at: now}
+	r.last[key] = rateEntry{at: now}
 	r.mu.Unlock()
 	if e.suppressed > 0 {
-		r.log.LogAttrs(context.Background(), slog.LevelInfo, msg+": lines suppressed", slog.Int("suppressed", e.suppressed), slog.Duration("within", now.Sub(e.at)))
+		r.log.LogAttrs(context.Background(), slog.LevelInfo, "lines logged at debug only", slog.String("key", key),
+			slog.Int("suppressed", e.suppressed), slog.Duration("within", now.Sub(e.at)))
 	}
-	return true
+	return slog.LevelInfo
+}
+
+// Info logs msg at Info or, past the rate, at Debug, keyed by msg.
+func (r *rateLog) Info(msg string, args ...any) {
+	r.log.Log(context.Background(), r.level(msg), msg, args...)
+}
+
+// logRefused logs a refusal with its reason through log: at Info at most
+// once a second per reason, else at Debug (every refusal is counted in
+// procwire_refusals_total all the same).
+func (s *Server) logRefused(log *slog.Logger, reason string, args ...any) {
+	log.Log(context.Background(), s.refusals.level(reason), "refused", append([]any{"reason", reason}, args...)...)
 }

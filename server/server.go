@@ -36,6 +36,7 @@ type Server struct {
 	budget     *budget       // Config.MaxMemory
 	upgrades   atomic.Int64  // requests in ServeHTTP past the auth checks, for MaxConnections
 	connSeq    atomic.Uint64 // connections accepted, numbering them (conn.seq)
+	refusals   *rateLog      // how often a refusal is logged at Info (logRefused)
 
 	// wg counts session pumps and armed grace timers; connWG counts
 	// connections being served. Both are only added to while !closing.
@@ -112,6 +113,7 @@ func New(cfg Config) (*Server, error) {
 		now:       time.Now,
 	}
 	s.stopping, s.stop = context.WithCancel(context.Background())
+	s.refusals = newRateLog(s.log, time.Second)
 	s.tokenSum = sha256.Sum256([]byte(c.Token))
 	if s.m, err = newMetrics(c.Registerer, s); err != nil {
 		return nil, err
@@ -172,12 +174,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reason = refuseOrigin
 		}
 		s.m.refused(reason, rec.status)
-		log.Info("refused", "reason", reason, "status", rec.status, "err", err)
+		s.logRefused(log, reason, "status", rec.status, "err", err)
 		return
 	}
 	if ws.Subprotocol() != frames.Subprotocol {
 		s.m.refused(refuseSubprotocol, int(websocket.StatusProtocolError))
-		log.Info("refused", "reason", refuseSubprotocol, "code", int(websocket.StatusProtocolError))
+		s.logRefused(log, refuseSubprotocol, "code", int(websocket.StatusProtocolError))
 		_ = ws.Close(websocket.StatusProtocolError, "subprotocol "+frames.Subprotocol+" required")
 		return
 	}
@@ -185,9 +187,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.seq = seq
 	c.log = log
 	c.route = routeFrom(r)
+	c.guard = rec.guard
 	if !s.addConn(c) {
 		s.m.refused(refuseShutdown, int(websocket.StatusGoingAway))
-		log.Info("refused", "reason", refuseShutdown, "code", int(websocket.StatusGoingAway))
+		s.logRefused(log, refuseShutdown, "code", int(websocket.StatusGoingAway))
 		_ = ws.Close(websocket.StatusGoingAway, reasonShutdown)
 		return
 	}
@@ -204,7 +207,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) refuseHTTP(w http.ResponseWriter, log *slog.Logger, status int, reason, msg string) {
 	s.m.refused(reason, status) // before the answer: a client that saw it sees it counted
 	http.Error(w, msg, status)
-	log.Info("refused", "reason", reason, "status", status)
+	s.logRefused(log, reason, "status", status)
 }
 
 // statusRecorder remembers the status websocket.Accept answers with when it
@@ -213,6 +216,7 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	co     *coalesce.Coalescer // wraps the hijacked connection
+	guard  *msgGuard           // beneath co: bounds each message read
 }
 
 func (r *statusRecorder) WriteHeader(status int) {
@@ -232,7 +236,8 @@ func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	wc := r.co.Wrap(nc)
+	r.guard = &msgGuard{Conn: nc}
+	wc := r.co.Wrap(r.guard)
 	return wc, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(wc, brw.Writer.Size())), nil
 }
 
