@@ -65,6 +65,8 @@ type Config struct {
 	// (CheckListenAddr), and only requests from this machine are served
 	// (PROTOCOL.md §1): a peer address, Host or Origin that is not loopback,
 	// or a Forwarded, X-Forwarded-For or X-Real-IP header, gets 403.
+	// Loopback is every user of this machine: serve through
+	// PeerUIDListener to serve one user only (procwire serve does).
 	Token string
 
 	// OriginPatterns are host patterns (path.Match syntax) whose Origin is
