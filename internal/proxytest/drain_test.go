@@ -87,7 +87,7 @@ func seqOutput(n int) []byte {
 // byte-exact, and when the drain timeout passes the cat, still running,
 // gets exit, destroyed and 1001, as from any shutdown.
 func TestNginxDrain(t *testing.T) {
-	const drainTimeout = 4 * time.Second
+	const drainTimeout = 10 * time.Second // the seq needs well under a second; CI is slower
 	a := startBackend(t, "--drain-timeout", drainTimeout.String())
 	b := startBackend(t, "--drain-timeout", drainTimeout.String())
 	ng := startNginx(t, time.Second, a, b)
