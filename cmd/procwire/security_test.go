@@ -219,7 +219,6 @@ func TestServeReloadsCertificateOnSIGHUPAndOffersHTTP1Only(t *testing.T) {
 	require.Equal(t, "http/1.1", st.NegotiatedProtocol)
 
 	// Renew: new files in place of the old ones, then SIGHUP.
-	_, _, poolB := selfSigned(t, t.TempDir())
 	other := t.TempDir()
 	certB, keyB, poolB := selfSigned(t, other)
 	for src, dst := range map[string]string{certB: certFile, keyB: keyFile} {
