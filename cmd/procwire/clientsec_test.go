@@ -127,3 +127,22 @@ func TestExecFilesDoNotFollowPlantedSymlinks(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 3, "no temporary file is left behind")
 }
+
+// exec dials through the proxy the environment names only with
+// --proxy-from-env (issue 23, finding 6).
+func TestExecUsesTheEnvironmentsProxyOnlyWhenAsked(t *testing.T) {
+	var proxied atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxied.Add(1)
+		http.Error(w, "proxy", http.StatusBadGateway)
+	}))
+	defer proxy.Close()
+	env := []string{"HTTP_PROXY=" + proxy.URL, "http_proxy=" + proxy.URL, "NO_PROXY=", "no_proxy="}
+	r := runBin(t, "", env, execArgs("ws://procwire-proxy-test.invalid/", nil, "true")...)
+	require.Equal(t, exitFailure, r.code)
+	require.Zero(t, proxied.Load(), "the environment's proxy was used unasked: %s", r.stderr)
+	r = runBin(t, "", env, execArgs("ws://procwire-proxy-test.invalid/", []string{"--proxy-from-env"}, "true")...)
+	require.Equal(t, exitFailure, r.code)
+	require.Equal(t, "procwire exec: the server refused the connection (HTTP 502): proxy\n", r.stderr)
+	require.Equal(t, int32(1), proxied.Load())
+}
