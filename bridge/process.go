@@ -111,14 +111,14 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start process: %w", err)
 	}
-	if err := checkDir(req.WorkingDirectory); err != nil {
+	if err := checkDir(req.WorkingDirectory, c.RunAs); err != nil {
 		return nil, err
 	}
 	env, err := buildEnv(req.Environment)
 	if err != nil {
 		return nil, err
 	}
-	path, err := resolveExecutable(&req)
+	path, err := resolveExecutable(&req, c.RunAs)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -18,10 +19,14 @@ func startFailure(reason string, err error) *StartError {
 	return &StartError{Reason: reason, Err: err}
 }
 
-// checkDir validates the working directory the child will chdir into.
-func checkDir(dir string) error {
+// checkDir validates the working directory the child will chdir into,
+// as user as would see it (nil: the server's own user).
+func checkDir(dir string, as *User) error {
 	if dir == "" || !filepath.IsAbs(dir) {
 		return startFailure(ReasonWorkingDirectoryInvalid, fmt.Errorf("working directory %q is not an absolute path", dir))
+	}
+	if err := searchableAs(dir, as); err != nil {
+		return startFailure(ReasonWorkingDirectoryInvalid, err)
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -30,10 +35,71 @@ func checkDir(dir string) error {
 	if !fi.IsDir() {
 		return startFailure(ReasonWorkingDirectoryInvalid, fmt.Errorf("working directory %q is not a directory", dir))
 	}
-	if err := syscall.Access(dir, 1 /* X_OK */); err != nil {
-		return startFailure(ReasonWorkingDirectoryInvalid, &fs.PathError{Op: "access", Path: dir, Err: err})
+	if err := accessAs(dir, fi, as); err != nil {
+		return startFailure(ReasonWorkingDirectoryInvalid, err)
 	}
 	return nil
+}
+
+// searchableAs reports, for a server running its children as another
+// user, whether that user may search every directory above path: if not,
+// the answer is EACCES whatever lies below, so that the checks the server
+// makes as root never tell a client more than the user could find out
+// (whether /root/.bashrc exists, its mode). nil as: no check (the
+// server's own user sees what it sees).
+func searchableAs(path string, as *User) error {
+	if as == nil || as.UID == 0 {
+		return nil
+	}
+	for dir := filepath.Dir(filepath.Clean(path)); ; dir = filepath.Dir(dir) {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return &fs.PathError{Op: "access", Path: path, Err: syscall.EACCES}
+		}
+		if !permits(fi, as, 1) {
+			return &fs.PathError{Op: "access", Path: path, Err: syscall.EACCES}
+		}
+		if dir == "/" {
+			return nil
+		}
+	}
+}
+
+// accessAs is access(2) with X_OK for path, whose stat is fi, as user as
+// (nil: the server's own user, by the kernel).
+func accessAs(path string, fi fs.FileInfo, as *User) error {
+	if as == nil {
+		if err := syscall.Access(path, 1 /* X_OK */); err != nil {
+			return &fs.PathError{Op: "access", Path: path, Err: err}
+		}
+		return nil
+	}
+	if !permits(fi, as, 1) {
+		return &fs.PathError{Op: "access", Path: path, Err: syscall.EACCES}
+	}
+	return nil
+}
+
+// permits reports whether the permission bits of fi grant u the access
+// want (1 execute/search, 2 write, 4 read): the owner's bits for its
+// owner, the group's for a member, the others' otherwise; root needs one
+// execute bit to execute a file, and nothing for a directory.
+func permits(fi fs.FileInfo, u *User, want uint32) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	mode := uint32(fi.Mode().Perm())
+	if u.UID == 0 {
+		return fi.IsDir() || want&1 == 0 || mode&0o111 != 0
+	}
+	switch {
+	case st.Uid == u.UID:
+		mode >>= 6
+	case st.Gid == u.GID || slices.Contains(u.Groups, st.Gid):
+		mode >>= 3
+	}
+	return mode&want == want
 }
 
 // buildEnv turns the request's environment into the child's envp, sorted so
@@ -56,8 +122,12 @@ func buildEnv(env map[string]string) ([]string, error) {
 // errNotExecutable marks a candidate that exists but cannot be executed.
 var errNotExecutable = errors.New("not executable")
 
-// checkExecutable reports whether path names a file the child can execute.
-func checkExecutable(path string) error {
+// checkExecutable reports whether path names a file the child, running as
+// as (nil: the server's own user), can execute.
+func checkExecutable(path string, as *User) error {
+	if err := searchableAs(path, as); err != nil {
+		return fmt.Errorf("%w: %w", errNotExecutable, err)
+	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
@@ -71,8 +141,8 @@ func checkExecutable(path string) error {
 	if fi.Mode().Perm()&0o111 == 0 {
 		return fmt.Errorf("%s: %w: mode %v", path, errNotExecutable, fi.Mode().Perm())
 	}
-	if err := syscall.Access(path, 1 /* X_OK */); err != nil {
-		return fmt.Errorf("%s: %w: %w", path, errNotExecutable, err)
+	if err := accessAs(path, fi, as); err != nil {
+		return fmt.Errorf("%w: %w", errNotExecutable, err)
 	}
 	return nil
 }
@@ -82,7 +152,7 @@ func checkExecutable(path string) error {
 // are taken relative to wd, as the child itself would after its chdir.
 // Like execvp, a candidate that exists but is not executable is reported
 // as permission denied only when no later directory has an executable one.
-func lookPath(file, path, wd string) (string, error) {
+func lookPath(file, path, wd string, as *User) (string, error) {
 	var denied error
 	for _, dir := range filepath.SplitList(path) {
 		if dir == "" {
@@ -92,7 +162,7 @@ func lookPath(file, path, wd string) (string, error) {
 			dir = filepath.Join(wd, dir)
 		}
 		cand := filepath.Join(dir, file)
-		err := checkExecutable(cand)
+		err := checkExecutable(cand, as)
 		if err == nil {
 			return cand, nil
 		}
@@ -106,8 +176,9 @@ func lookPath(file, path, wd string) (string, error) {
 	return "", startFailure(ReasonExecutableNotFound, fmt.Errorf("%q not found in PATH %q", file, path))
 }
 
-// resolveExecutable returns the absolute path to exec for the request.
-func resolveExecutable(req *Request) (string, error) {
+// resolveExecutable returns the absolute path to exec for the request,
+// checked as user as (nil: the server's own user) would see it.
+func resolveExecutable(req *Request, as *User) (string, error) {
 	exe := req.Executable
 	if exe == "" {
 		return "", startFailure(ReasonExecutableNotFound, errors.New("empty executable"))
@@ -120,12 +191,12 @@ func resolveExecutable(req *Request) (string, error) {
 		if !ok {
 			path = DefaultPath
 		}
-		return lookPath(exe, path, req.WorkingDirectory)
+		return lookPath(exe, path, req.WorkingDirectory, as)
 	}
 	if !filepath.IsAbs(exe) {
 		exe = filepath.Join(req.WorkingDirectory, exe)
 	}
-	if err := checkExecutable(exe); err != nil {
+	if err := checkExecutable(exe, as); err != nil {
 		if errors.Is(err, errNotExecutable) {
 			return "", startFailure(ReasonPermissionDenied, err)
 		}

@@ -38,6 +38,7 @@ const (
 	DefaultMaxFrameData    = 64 << 10
 	DefaultMaxProcesses    = 1024
 	DefaultFirstFrame      = 30 * time.Second
+	DefaultMessageTimeout  = time.Minute
 
 	// DefaultMaxMemoryShare: MaxMemory defaults to the machine's memory
 	// (MemTotal) divided by this; DefaultMaxMemoryFallback when MemTotal
@@ -64,6 +65,8 @@ type Config struct {
 	// (CheckListenAddr), and only requests from this machine are served
 	// (PROTOCOL.md §1): a peer address, Host or Origin that is not loopback,
 	// or a Forwarded, X-Forwarded-For or X-Real-IP header, gets 403.
+	// Loopback is every user of this machine: serve through
+	// PeerUIDListener to serve one user only (procwire serve does).
 	Token string
 
 	// OriginPatterns are host patterns (path.Match syntax) whose Origin is
@@ -122,7 +125,10 @@ type Config struct {
 	// remembered, so that resume and destroy get a clear answer
 	// (default DefaultTombstoneTTL; PROTOCOL.md asks for at least 10
 	// minutes). MaxTombstones bounds how many are kept, the oldest
-	// forgotten first (default DefaultMaxTombstones).
+	// forgotten first (default DefaultMaxTombstones). It bounds the
+	// tombstones of processes and, apart, those of open keys that a
+	// destroy by key found nothing under (at most 64 of those per
+	// instance), so that a flood of the latter never evicts the former.
 	TombstoneTTL  time.Duration
 	MaxTombstones int
 
@@ -142,6 +148,14 @@ type Config struct {
 	// a peer silent that long is disconnected (default DefaultFirstFrame).
 	FirstFrameTimeout time.Duration
 
+	// MessageTimeout bounds the read of one WebSocket message from its
+	// first frame to its last: a peer that begins a message and does not
+	// end it in time (a trickle, empty continuation frames) is
+	// disconnected with 1008 (default DefaultMessageTimeout). Frames
+	// besides the payload are bounded too: a message in more than about
+	// 2,700 frames is closed the same way.
+	MessageTimeout time.Duration
+
 	// MaxProcesses bounds the processes the server holds at once, live or
 	// detached (an instance reservation counts from open to destroy); an
 	// open beyond it is refused with SandboxCapabilityUnavailable
@@ -151,7 +165,10 @@ type Config struct {
 	// MaxMemory bounds, in bytes, what the server promises: the windows
 	// granted to the processes it holds (each process's stdout window,
 	// stdin window and stderr ring, the most its buffers can take) plus
-	// the bytes of the first frames being read. An open whose windows do
+	// what the first frames being read cost (twice their bytes: the bytes
+	// as they arrive and the copy the decoder reads). It does not set the
+	// Go runtime's memory limit: a program that embeds the server does
+	// (debug.SetMemoryLimit), as serve does. An open whose windows do
 	// not fit is refused with SandboxCapabilityUnavailable{requirement:
 	// "resources"}, and so is a first frame whose bytes do not fit, as
 	// they arrive (the connection then closes normally). Buffers take
@@ -261,6 +278,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"DestroyWait", &c.DestroyWait, DefaultDestroyWait},
 		{"TombstoneTTL", &c.TombstoneTTL, DefaultTombstoneTTL},
 		{"FirstFrameTimeout", &c.FirstFrameTimeout, DefaultFirstFrame},
+		{"MessageTimeout", &c.MessageTimeout, DefaultMessageTimeout},
 	} {
 		if *d.v < 0 {
 			return c, fmt.Errorf("server: %s is negative (%v)", d.name, *d.v)

@@ -83,6 +83,7 @@ type conn struct {
 	log    *slog.Logger // with the remote address
 	route  routeHeaders // the upgrade's routing headers
 	seq    uint64       // the order in which the server took the connection's upgrade request
+	guard  *msgGuard    // the connection beneath ws; nil in tests that dial no socket
 	// ctx bounds the first frame's read; cancel drops the connection at
 	// once (no close handshake): it closes ws, which ends every blocking
 	// call on it.
@@ -285,7 +286,7 @@ func (c *conn) answer(f frames.Frame) {
 func (c *conn) refuse(e *frames.Error) closeStatus {
 	reason := refusalReason(e)
 	c.srv.m.refused(reason, int(websocket.StatusNormalClosure))
-	c.log.Info("refused", "operation", e.Operation, "reason", reason, "code", string(e.Code))
+	c.srv.logRefused(c.log, reason, "operation", e.Operation, "code", string(e.Code))
 	c.send(e)
 	return closeStatus{code: websocket.StatusNormalClosure}
 }
@@ -293,7 +294,7 @@ func (c *conn) refuse(e *frames.Error) closeStatus {
 // refuseStatus logs and counts a first frame refused with a close status.
 func (c *conn) refuseStatus(reason string, st closeStatus) closeStatus {
 	c.srv.m.refused(reason, int(st.code))
-	c.log.Info("refused", "reason", reason, "code", int(st.code), "detail", st.reason)
+	c.srv.logRefused(c.log, reason, "code", int(st.code), "detail", st.reason)
 	return st
 }
 
@@ -357,11 +358,17 @@ func (c *conn) readFrame(ctx context.Context) (f frames.Frame, st closeStatus, o
 	if err != nil {
 		return nil, readFailure(err), false
 	}
+	// From its first frame, a message has MessageTimeout to end, and
+	// frames besides its payload are bounded (msgGuard).
+	timeout := c.srv.cfg.MessageTimeout
+	c.guard.begin(timeout)
+	defer c.guard.end(timeout)
 	buf := c.rbuf[:0]
 	for {
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, max(cap(buf), 512))
 		}
+		c.guard.allow(len(buf), cap(buf)-len(buf))
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
@@ -369,6 +376,9 @@ func (c *conn) readFrame(ctx context.Context) (f frames.Frame, st closeStatus, o
 		}
 		if err != nil {
 			c.rbuf = buf[:0]
+			if st, ok := guardFailure(err, timeout); ok {
+				return nil, st, false
+			}
 			return nil, readFailure(err), false
 		}
 	}

@@ -36,6 +36,7 @@ type Server struct {
 	budget     *budget       // Config.MaxMemory
 	upgrades   atomic.Int64  // requests in ServeHTTP past the auth checks, for MaxConnections
 	connSeq    atomic.Uint64 // connections accepted, numbering them (conn.seq)
+	refusals   *rateLog      // how often a refusal is logged at Info (logRefused)
 
 	// wg counts session pumps and armed grace timers; connWG counts
 	// connections being served. Both are only added to while !closing.
@@ -46,6 +47,10 @@ type Server struct {
 	// process operation or a session's lock.
 	mu      sync.Mutex
 	closing bool
+	// draining: Drain was called; opens are refused. drained, when
+	// non-nil, is closed (and reset) once no instance is reserved.
+	draining bool
+	drained  chan struct{}
 	// stopping ends when shutdown begins (stop is called with closing
 	// set): the calls a connection makes on the server's behalf (Admit,
 	// Executor.Start) are given a context that ends with it.
@@ -56,6 +61,7 @@ type Server struct {
 	instances map[string]*session // reservations; nil while the process starts
 	tombs     map[string]*tombstone
 	tombq     []*tombstone // tombs in the order they were added (oldest first)
+	keyq      []*tombstone // key-only tombstones (no process ran), oldest first
 
 	// Also guarded by mu: the opens being started, and the tombstones that
 	// carry an open key (PROTOCOL.md §4.8), both by instance id.
@@ -80,6 +86,7 @@ const (
 	hookConnCounted // a connection ended and its close was counted in the metrics (id: its process, or "")
 	hookShutdown    // Shutdown began: new opens and resumes are refused
 	hookKeyWait     // a repeated open or a destroy by key waits for the open starting (id: instance)
+	hookDraining    // Drain began: new opens are refused
 )
 
 // New returns a Server for cfg, or an error if a field is out of bounds.
@@ -106,6 +113,7 @@ func New(cfg Config) (*Server, error) {
 		now:       time.Now,
 	}
 	s.stopping, s.stop = context.WithCancel(context.Background())
+	s.refusals = newRateLog(s.log, time.Second)
 	s.tokenSum = sha256.Sum256([]byte(c.Token))
 	if s.m, err = newMetrics(c.Registerer, s); err != nil {
 		return nil, err
@@ -143,6 +151,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuseHTTP(w, log, http.StatusServiceUnavailable, refuseShutdown, "server shutting down")
 		return
 	}
+	if s.refuseDrainingUpgrade(w, r, log) {
+		return
+	}
 	if s.upgrades.Add(1) > int64(s.cfg.MaxConnections) {
 		s.upgrades.Add(-1)
 		s.refuseHTTP(w, log, http.StatusServiceUnavailable, refuseConnections, "the server serves its MaxConnections connections")
@@ -163,12 +174,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reason = refuseOrigin
 		}
 		s.m.refused(reason, rec.status)
-		log.Info("refused", "reason", reason, "status", rec.status, "err", err)
+		s.logRefused(log, reason, "status", rec.status, "err", err)
 		return
 	}
 	if ws.Subprotocol() != frames.Subprotocol {
 		s.m.refused(refuseSubprotocol, int(websocket.StatusProtocolError))
-		log.Info("refused", "reason", refuseSubprotocol, "code", int(websocket.StatusProtocolError))
+		s.logRefused(log, refuseSubprotocol, "code", int(websocket.StatusProtocolError))
 		_ = ws.Close(websocket.StatusProtocolError, "subprotocol "+frames.Subprotocol+" required")
 		return
 	}
@@ -176,9 +187,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.seq = seq
 	c.log = log
 	c.route = routeFrom(r)
+	c.guard = rec.guard
 	if !s.addConn(c) {
 		s.m.refused(refuseShutdown, int(websocket.StatusGoingAway))
-		log.Info("refused", "reason", refuseShutdown, "code", int(websocket.StatusGoingAway))
+		s.logRefused(log, refuseShutdown, "code", int(websocket.StatusGoingAway))
 		_ = ws.Close(websocket.StatusGoingAway, reasonShutdown)
 		return
 	}
@@ -195,7 +207,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) refuseHTTP(w http.ResponseWriter, log *slog.Logger, status int, reason, msg string) {
 	s.m.refused(reason, status) // before the answer: a client that saw it sees it counted
 	http.Error(w, msg, status)
-	log.Info("refused", "reason", reason, "status", status)
+	s.logRefused(log, reason, "status", status)
 }
 
 // statusRecorder remembers the status websocket.Accept answers with when it
@@ -204,6 +216,7 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	co     *coalesce.Coalescer // wraps the hijacked connection
+	guard  *msgGuard           // beneath co: bounds each message read
 }
 
 func (r *statusRecorder) WriteHeader(status int) {
@@ -223,7 +236,8 @@ func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	wc := r.co.Wrap(nc)
+	r.guard = &msgGuard{Conn: nc}
+	wc := r.co.Wrap(r.guard)
 	return wc, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(wc, brw.Writer.Size())), nil
 }
 
@@ -399,9 +413,11 @@ func (s *Server) containment() string {
 // Stats is a snapshot of a Server's state, for monitoring and tests.
 type Stats struct {
 	Containment string         // how each process's tree is contained (Contained), or "unknown"
+	Draining    bool           // Drain was called: opens are refused
 	Connections int            // connections being served
 	Tombstones  int            // destroyed or expired processes remembered
 	Memory      int64          // bytes promised against Config.MaxMemory: granted windows and first frames being read
+	MaxMemory   int64          // Config.MaxMemory in force (its default filled in)
 	Processes   []ProcessStats // live processes, in no particular order
 }
 
@@ -418,8 +434,9 @@ type ProcessStats struct {
 // Stats returns a snapshot of the server's state.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
-	st := Stats{Containment: s.containment(), Connections: len(s.conns), Tombstones: len(s.tombs)}
+	st := Stats{Containment: s.containment(), Draining: s.draining, Connections: len(s.conns), Tombstones: len(s.tombs)}
 	st.Memory, _ = s.budget.usage()
+	st.MaxMemory = s.cfg.MaxMemory
 	sessions := make([]*session, 0, len(s.sessions))
 	for _, se := range s.sessions {
 		sessions = append(sessions, se)

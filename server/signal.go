@@ -140,7 +140,8 @@ func (s *session) deliverLocked(id int64, name frames.SignalName) signalRecord {
 		r.result = frames.SignalDelivered
 	}
 	if r.result != "" {
-		s.log.Info("signal", "id", id, "signal", string(name), "result", r.result)
+		// At debug: a client may send thousands a second.
+		s.log.Debug("signal", "id", id, "signal", string(name), "result", r.result)
 	}
 	s.signals[s.nsignals%signalHistory] = r
 	s.nsignals++

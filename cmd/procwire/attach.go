@@ -40,13 +40,20 @@ const handleSecret = "procwire process handle: a secret; whoever holds it (with 
 type handleDoc struct {
 	Secret string `json:"secret"`
 	URL    string `json:"url"`
+	// URLMAC binds URL to the token the handle was made with
+	// (handleMAC); absent when there was no token.
+	URLMAC string `json:"url_mac,omitempty"`
 	client.Handle
 }
 
 // detach prints p's handle (to file, or w) and lets p go, leaving the
 // process to the server's grace.
 func detach(p *client.Process, d *dialer, file string, w io.Writer, out *exitReport) int {
-	b, err := json.Marshal(handleDoc{Secret: handleSecret, URL: d.url.String(), Handle: p.Handle()})
+	doc := handleDoc{Secret: handleSecret, URL: d.url.String(), Handle: p.Handle()}
+	if d.token != "" {
+		doc.URLMAC = handleMAC(d.token, doc.URL, doc.ProcessID)
+	}
+	b, err := json.Marshal(doc)
 	if err == nil {
 		b = append(b, '\n')
 		if file != "" {
@@ -69,18 +76,10 @@ func detach(p *client.Process, d *dialer, file string, w io.Writer, out *exitRep
 	return 0
 }
 
-// writeSecret writes b to a new file only its owner can read.
+// writeSecret writes b to a new file only its owner can read, replacing
+// what was at file without following it (writeFileReplacing).
 func writeSecret(file string, b []byte) error {
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := f.Chmod(0o600); err != nil { // an existing file keeps its mode otherwise
-		f.Close()
-		return err
-	}
-	_, err = f.Write(b)
-	return errors.Join(err, f.Close())
+	return writeFileReplacing(file, b, 0o600)
 }
 
 // readHandle parses a handle.
@@ -130,12 +129,19 @@ func attach(ctx context.Context, args []string, io *stdio) int {
 	if err != nil {
 		return out.failed(err, exitFailure)
 	}
-	if *url == "" {
+	bound := *url == "" // the handle's URL, checked against the token
+	if bound {
 		*url = h.URL
 	}
 	d, err := cf.newDialer(*url, stderr)
 	if err != nil {
 		return out.failed(err, exitFailure)
+	}
+	if bound {
+		if err := checkHandleURL(h, d.token); err != nil {
+			d.close()
+			return out.failed(err, exitFailure)
+		}
 	}
 	defer d.close()
 
@@ -145,7 +151,7 @@ func attach(ctx context.Context, args []string, io *stdio) int {
 
 	var p *client.Process
 	sig, err := interruptible(ctx, func(ctx context.Context) (err error) {
-		p, err = client.Attach(ctx, d.url.String(), h.Handle, d.opts)
+		p, err = client.Attach(ctx, d.dialURL(), h.Handle, d.opts)
 		return err
 	})
 	if sig != 0 && err != nil {

@@ -144,7 +144,7 @@ func execute(ctx context.Context, args []string, io *stdio) int {
 	var p *client.Process
 	sig, err := interruptible(ctx, func(ctx context.Context) (err error) {
 		d.opts.Compress = f.compress
-		p, err = client.Open(ctx, d.url.String(), f.instance, req, d.opts)
+		p, err = client.Open(ctx, d.dialURL(), f.instance, req, d.opts)
 		return err
 	})
 	if sig != 0 && err != nil {
@@ -364,7 +364,9 @@ type exitReport struct {
 
 // failed reports err and returns status; nothing remote is mirrored.
 func (r *exitReport) failed(err error, status int) int {
-	fmt.Fprintf(r.stderr, "procwire %s: %s\n", r.cmd, strings.TrimPrefix(err.Error(), "procwire: "))
+	// Escaped: the error may carry a server's words (an HTTP body, a
+	// close reason, an error frame's message).
+	fmt.Fprintf(r.stderr, "procwire %s: %s\n", r.cmd, escapeControl(strings.TrimPrefix(err.Error(), "procwire: ")))
 	r.write("none")
 	return status
 }
@@ -402,7 +404,7 @@ func (r *exitReport) write(line string) {
 	if r.file == "" {
 		return
 	}
-	if err := os.WriteFile(r.file, []byte(line+"\n"), 0o644); err != nil {
+	if err := writeFileReplacing(r.file, []byte(line+"\n"), 0o644); err != nil {
 		fmt.Fprintf(r.stderr, "procwire %s: --exit-status-file: %v\n", r.cmd, err)
 	}
 }

@@ -1,0 +1,116 @@
+//go:build linux
+
+package server
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// serveListener serves "ok" on ln until the test ends, with lim's hook
+// when lim is not nil.
+func serveListener(t *testing.T, ln net.Listener, lim *ConnLimiter) {
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
+	if lim != nil {
+		hs.ConnState = lim.ConnState
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hs.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		hs.Close()
+		<-done
+	})
+}
+
+// get sends one request on c and returns the status line.
+func get(t *testing.T, c net.Conn) string {
+	t.Helper()
+	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	_, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	require.NoError(t, err)
+	line, err := bufio.NewReader(c).ReadString('\n')
+	require.NoError(t, err)
+	return strings.TrimSpace(line)
+}
+
+// PeerUIDListener serves the uids it lists and answers any other 403,
+// on loopback TCP and on a Unix socket (whose file ListenUnix makes 0600).
+func TestPeerUIDListener(t *testing.T) {
+	me := uint32(os.Geteuid())
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	unixLn, err := ListenUnix(sock, 0o600)
+	require.NoError(t, err)
+	fi, err := os.Stat(sock)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	for _, tc := range []struct {
+		name    string
+		listen  func() net.Listener
+		network string
+	}{
+		{"tcp4", func() net.Listener { ln, err := net.Listen("tcp", "127.0.0.1:0"); require.NoError(t, err); return ln }, "tcp"},
+		{"tcp6", func() net.Listener {
+			ln, err := net.Listen("tcp", "[::1]:0")
+			if err != nil {
+				t.Skipf("no IPv6 loopback: %v", err)
+			}
+			return ln
+		}, "tcp"},
+		{"unix", func() net.Listener { return unixLn }, "unix"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln := tc.listen()
+			serveListener(t, PeerUIDListener(ln, []uint32{me}, nil), nil)
+			c, err := net.Dial(tc.network, ln.Addr().String())
+			require.NoError(t, err)
+			defer c.Close()
+			require.Equal(t, "HTTP/1.1 200 OK", get(t, c))
+		})
+	}
+	// A listener that serves another uid only refuses this one.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	serveListener(t, PeerUIDListener(ln, []uint32{me + 1}, nil), nil)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	require.Equal(t, "HTTP/1.1 403 Forbidden", get(t, c))
+}
+
+// ConnLimiter closes the connection idle the longest to make room for a
+// new one, and counts none once upgraded or closed.
+func TestConnLimiterEvictsTheLongestIdle(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	lim := NewConnLimiter(2)
+	serveListener(t, lim.Listener(ln), lim)
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	first := dial()
+	require.Equal(t, "HTTP/1.1 200 OK", get(t, first)) // then idle
+	second := dial()
+	require.Equal(t, "HTTP/1.1 200 OK", get(t, second))
+	third := dial()
+	require.Equal(t, "HTTP/1.1 200 OK", get(t, third))
+	// The first, idle the longest, was closed for the third.
+	require.NoError(t, first.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err = first.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF)
+	require.Eventually(t, func() bool { return lim.Pending() == 2 }, 10*time.Second, time.Millisecond)
+}

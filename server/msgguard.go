@@ -1,0 +1,91 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// maxMessageHeaderBytes bounds the bytes of one message read besides its
+// payload: frame headers (2 to 14 bytes each; a client's, masked, at
+// least 6) and any control frame between them. A client sends a message
+// as one frame; a message in more than about 2,700 frames (empty
+// continuation frames keeping it open) ends the connection.
+const maxMessageHeaderBytes = 16 << 10
+
+// guardSlack covers what the reads beneath the WebSocket had buffered
+// when a message began (net/http's 4 KiB reader) and the message's first
+// header.
+const guardSlack = 8 << 10
+
+// errTooManyFrames is the read error of a message whose frames carry more
+// than maxMessageHeaderBytes besides their payload.
+var errTooManyFrames = errors.New("message in too many frames")
+
+// msgGuard is the connection beneath a WebSocket, watching the message
+// being read: it must end within Config.MessageTimeout from its first
+// frame, by a read deadline, and its reads may not pass limit, the
+// payload delivered so far plus maxMessageHeaderBytes. Between messages
+// (limit 0) it reads freely: idleness is the heartbeat's business. Only
+// the connection's reading goroutine calls begin, allow and end.
+type msgGuard struct {
+	net.Conn
+	read  atomic.Int64 // bytes read from Conn
+	limit atomic.Int64 // read may not pass it; 0: no message open
+	start int64        // read when the message began
+}
+
+func (g *msgGuard) Read(p []byte) (int, error) {
+	if lim := g.limit.Load(); lim > 0 && g.read.Load() > lim {
+		return 0, errTooManyFrames
+	}
+	n, err := g.Conn.Read(p)
+	g.read.Add(int64(n))
+	return n, err
+}
+
+// begin starts watching a message whose first frame header was just read.
+func (g *msgGuard) begin(timeout time.Duration) {
+	if g == nil {
+		return
+	}
+	g.start = g.read.Load()
+	if timeout > 0 {
+		_ = g.Conn.SetReadDeadline(time.Now().Add(timeout))
+	}
+}
+
+// allow lets the reads go on with delivered payload bytes read and up to
+// room more asked for.
+func (g *msgGuard) allow(delivered, room int) {
+	if g != nil {
+		g.limit.Store(g.start + int64(delivered+room) + maxMessageHeaderBytes + guardSlack)
+	}
+}
+
+// end stops watching: the message was read.
+func (g *msgGuard) end(timeout time.Duration) {
+	if g == nil {
+		return
+	}
+	g.limit.Store(0)
+	if timeout > 0 {
+		_ = g.Conn.SetReadDeadline(time.Time{})
+	}
+}
+
+// guardFailure describes a read the guard ended, or reports false.
+func guardFailure(err error, timeout time.Duration) (closeStatus, bool) {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return closeStatus{code: websocket.StatusPolicyViolation, reason: fmt.Sprintf("message not complete within %v", timeout), abrupt: true}, true
+	case errors.Is(err, errTooManyFrames):
+		return closeStatus{code: websocket.StatusPolicyViolation, reason: errTooManyFrames.Error(), abrupt: true}, true
+	}
+	return closeStatus{}, false
+}
