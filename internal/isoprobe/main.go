@@ -10,6 +10,10 @@
 //	PID signal ok|ERRNO    send it signal 0 (the permission check of kill) through a pidfd of /proc/PID
 //	PID ptrace ok|ERRNO    PTRACE_SEIZE it (the permission check of PTRACE_ATTACH; the target is not stopped)
 //
+// An argument file:PATH instead of a pid tries to read the file:
+//
+//	file:PATH read ok|ERRNO
+//
 // Its first line is "self uid=UID pidns=NS". Process ids are those of
 // /proc, the machine's; ptrace takes them in the probe's PID namespace,
 // where a process of another namespace is not found (ESRCH).
@@ -33,6 +37,11 @@ func main() {
 	ns, _ := os.Readlink("/proc/self/ns/pid")
 	fmt.Printf("self uid=%d pidns=%s\n", os.Getuid(), ns)
 	for _, arg := range os.Args[1:] {
+		if path, ok := strings.CutPrefix(arg, "file:"); ok {
+			_, err := os.ReadFile(path)
+			fmt.Printf("%s read %s\n", arg, result(err))
+			continue
+		}
 		pid, err := strconv.Atoi(arg)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "isoprobe: %q is not a pid\n", arg)
@@ -50,16 +59,19 @@ func main() {
 
 // report prints one attempt: ok, or the errno that refused it.
 func report(pid int, what string, err error) {
-	res := "ok"
-	if err != nil {
-		var errno syscall.Errno
-		if errors.As(err, &errno) {
-			res = unix.ErrnoName(errno)
-		} else {
-			res = "error:" + strings.ReplaceAll(err.Error(), " ", "_")
-		}
+	fmt.Printf("%d %s %s\n", pid, what, result(err))
+}
+
+// result is "ok", or the errno that refused an attempt.
+func result(err error) string {
+	if err == nil {
+		return "ok"
 	}
-	fmt.Printf("%d %s %s\n", pid, what, res)
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return unix.ErrnoName(errno)
+	}
+	return "error:" + strings.ReplaceAll(err.Error(), " ", "_")
 }
 
 // readMem reads 8 bytes of the first readable mapping of the process.
