@@ -40,6 +40,11 @@ type Hardening struct {
 	KeepCaps []uintptr
 	// Umask is the child's umask, at most 0777.
 	Umask int
+	// SharedProc leaves a child in a PID namespace of its own (the cgroup
+	// and pid_namespace containments) with the machine's /proc, where it
+	// finds every process of the machine, instead of a /proc of its
+	// namespace.
+	SharedProc bool
 	// Rlimits are the child's resource limits. A Max above the server's
 	// own hard limit is lowered to it (raising one needs
 	// CAP_SYS_RESOURCE); a Cur above Max is lowered to Max. Resources not
@@ -131,6 +136,11 @@ type hardenSpec struct {
 	Umask      int
 	Rlimits    []hardenRlimit
 	Cred       *hardenCred // nil: the init's own user
+	// PrivateProc: an init that is pid 1 of its PID namespace gives the
+	// child a mount namespace of its own with a /proc of that PID
+	// namespace, where no process of another namespace (the server, other
+	// processes) has an entry.
+	PrivateProc bool
 }
 
 // hardenRlimit is one resource limit of a hardenSpec.
@@ -154,7 +164,7 @@ func hardenFor(cfg *Config) *hardenSpec {
 	if h.Disabled {
 		return nil
 	}
-	s := &hardenSpec{NoNewPrivs: true, KeepCaps: slices.Clone(h.KeepCaps), Umask: h.Umask}
+	s := &hardenSpec{NoNewPrivs: true, KeepCaps: slices.Clone(h.KeepCaps), Umask: h.Umask, PrivateProc: !h.SharedProc}
 	for _, r := range h.Rlimits {
 		s.Rlimits = append(s.Rlimits, hardenRlimit{Resource: r.Resource, Cur: r.Cur, Max: r.Max})
 	}
@@ -175,6 +185,11 @@ func harden(spec hardenSpec) error {
 	runtime.LockOSThread()
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("harden: PR_SET_DUMPABLE: %w", err)
+	}
+	if spec.PrivateProc && os.Getpid() == 1 {
+		if err := privateProc(); err != nil {
+			return err
+		}
 	}
 	syscall.Umask(spec.Umask)
 	for _, r := range spec.Rlimits {
@@ -219,6 +234,27 @@ func harden(spec hardenSpec) error {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return fmt.Errorf("harden: PR_SET_NO_NEW_PRIVS: %w", err)
 		}
+	}
+	return nil
+}
+
+// privateProc moves the calling thread (and so the child it forks) to a
+// mount namespace of its own, where /proc is a procfs of its PID
+// namespace. Mounts made there do not reach the machine's namespace. A
+// kernel or sandbox that refuses a mount namespace (EPERM, EINVAL) leaves
+// the machine's /proc.
+func privateProc() error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) {
+			return nil
+		}
+		return fmt.Errorf("harden: unshare CLONE_NEWNS: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("harden: make / private: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("harden: mount /proc: %w", err)
 	}
 	return nil
 }

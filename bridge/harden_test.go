@@ -58,12 +58,19 @@ func TestHardenHelperProcess(t *testing.T) {
 // stdout.
 func runHardened(t *testing.T, spec *hardenSpec, argv ...string) string {
 	t.Helper()
+	return runHardenedIn(t, nil, spec, argv...)
+}
+
+// runHardenedIn is runHardened with the helper started with sys.
+func runHardenedIn(t *testing.T, sys *syscall.SysProcAttr, spec *hardenSpec, argv ...string) string {
+	t.Helper()
 	s, err := json.Marshal(spec)
 	require.NoError(t, err)
 	a, err := json.Marshal(argv)
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHardenHelperProcess$", "-test.count=1")
 	cmd.Env = []string{hardenSpecEnv + "=" + string(s), hardenArgvEnv + "=" + string(a)}
+	cmd.SysProcAttr = sys
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -187,7 +194,7 @@ func TestSetChildHardening(t *testing.T) {
 	require.NoError(t, SetChildHardening(Hardening{Umask: 0o027, KeepCaps: []uintptr{unix.CAP_KILL}}))
 	s := hardenFor(&Config{RunAs: &User{UID: 7, GID: 8, Groups: []uint32{9}}})
 	require.Equal(t, &hardenSpec{NoNewPrivs: true, KeepCaps: []uintptr{unix.CAP_KILL}, Umask: 0o027,
-		Cred: &hardenCred{UID: 7, GID: 8, Groups: []uint32{9}}}, s)
+		Cred: &hardenCred{UID: 7, GID: 8, Groups: []uint32{9}}, PrivateProc: true}, s)
 }
 
 func TestParseCaps(t *testing.T) {
@@ -204,4 +211,28 @@ func TestParseCaps(t *testing.T) {
 	_, err := ParseCaps("cap_fly")
 	require.ErrorIs(t, err, ErrInvalidHardening)
 	require.Len(t, capNames, unix.CAP_LAST_CAP+1)
+}
+
+// TestHardenPrivateProc: the child of an init that is pid 1 of its PID
+// namespace sees a /proc of that namespace alone — not this process, not
+// the machine's pid 1's children — and the machine's mounts are untouched.
+func TestHardenPrivateProc(t *testing.T) {
+	needRoot(t)
+	before, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	spec := hardenFor(&Config{})
+	require.True(t, spec.PrivateProc)
+	script := `ls /proc | grep -E '^[0-9]+$' | tr '\n' ' '; test -e /proc/` + strconv.Itoa(os.Getpid()) + ` && echo sees-the-test || echo alone`
+	out := runHardenedIn(t, &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}, spec, "/bin/sh", "-c", script)
+	pids := strings.Fields(out)
+	require.Equal(t, "alone", pids[len(pids)-1], out)
+	require.LessOrEqual(t, len(pids)-1, 4, "the init, sh, ls, grep at most: %s", out)
+	after, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	require.Equal(t, string(before), string(after))
+
+	// The control: without it, the child sees the machine's processes.
+	spec.PrivateProc = false
+	out = runHardenedIn(t, &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}, spec, "/bin/sh", "-c", script)
+	require.True(t, strings.HasSuffix(out, "sees-the-test\n"), out)
 }
