@@ -99,6 +99,9 @@ func (iso *isolation) configure(cfg *server.Config) error {
 		}
 	}
 	if iso.runAsRange != "" {
+		if os.Geteuid() != 0 {
+			return errors.New("--run-as-range needs serve to run as root, to switch each child to its uid")
+		}
 		first, last, err := bridge.ParseUIDRange(iso.runAsRange)
 		if err != nil {
 			return fmt.Errorf("--run-as-range: %w", err)
