@@ -5,9 +5,11 @@ package bridge
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -85,6 +87,19 @@ func TestUIDPoolLeases(t *testing.T) {
 func TestRunningAs(t *testing.T) {
 	require.True(t, runningAs(uint32(os.Getuid())), "this test runs as its own uid")
 	require.False(t, runningAs(4000000000))
+	if os.Geteuid() != 0 {
+		return
+	}
+	// cat as uid 4000000001 until its stdin closes.
+	cmd := exec.Command("cat")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4000000001, Gid: 4000000001}}
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	require.True(t, runningAs(4000000001))
+	in.Close()
+	require.NoError(t, cmd.Wait())
+	require.False(t, runningAs(4000000001))
 }
 
 // TestUIDPoolStart: each process runs as its own uid and gid, with no
@@ -118,4 +133,18 @@ func TestUIDPoolStart(t *testing.T) {
 	require.Equal(t, 1, p.Leased())
 	require.NoError(t, procs[1].Destroy())
 	require.Equal(t, 0, p.Leased())
+}
+
+// BenchmarkUIDPoolLease is a lease and its release, with the scan of /proc
+// for a process running as the uid.
+func BenchmarkUIDPoolLease(b *testing.B) {
+	p, err := NewUIDPool(600000, 665535)
+	require.NoError(b, err)
+	for b.Loop() {
+		u, err := p.Lease()
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.Release(u)
+	}
 }
