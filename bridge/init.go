@@ -63,6 +63,13 @@ type initPayload struct {
 	// Rlimits are set in the init before the child is started, which
 	// inherits them.
 	Rlimits []rlimitSetting `json:"rlimits,omitempty"`
+	// Harden is what the init applies to itself before it forks the
+	// child, which inherits it (harden_linux.go); nil for none. With it,
+	// the init stays root and the child is switched to its user.
+	Harden *hardenSpec `json:"harden,omitempty"`
+	// Dir is the child's working directory, entered again by the forked
+	// child after it switched to its user (the init entered it as root).
+	Dir string `json:"dir,omitempty"`
 }
 
 // rlimitSetting is one setrlimit(2) call.
@@ -167,13 +174,22 @@ func runInit() int {
 		}
 	}
 
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if pl.Harden != nil {
+		// Locks this goroutine to its thread: the fork below must run on it.
+		if err := harden(*pl.Harden); err != nil {
+			return fail(err)
+		}
+		pl.Harden.sysProcAttr(sys)
+	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	closeOnExecFrom3()
 	pid, err := syscall.ForkExec(pl.Path, pl.Argv, &syscall.ProcAttr{
 		Env:   pl.Env,
 		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Dir:   pl.Dir,
+		Sys:   sys,
 	})
 	if err != nil {
 		return fail(err)

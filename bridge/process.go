@@ -207,7 +207,12 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		attr.Files = append(attr.Files, statusW.Fd(), ctlR.Fd())
 		attr.Env = []string{initEnv}
 		execPath, execArgv = "/proc/self/exe", []string{initArg0}
-		payload = &initPayload{Mode: mode, Path: path, Argv: argv, Env: env}
+		payload = &initPayload{Mode: mode, Path: path, Argv: argv, Env: env, Harden: hardenFor(&c), Dir: req.WorkingDirectory}
+		if payload.Harden != nil {
+			// The init stays root, to drop the child's capabilities; the
+			// child is switched to its user (payload.Harden.Cred).
+			sys.Credential = nil
+		}
 	}
 	closeOnExecFrom3()
 	pid, err := syscall.ForkExec(execPath, execArgv, attr)
