@@ -133,6 +133,16 @@ func TestUIDPoolStart(t *testing.T) {
 	require.Equal(t, 1, p.Leased())
 	require.NoError(t, procs[1].Destroy())
 	require.Equal(t, 0, p.Leased())
+
+	// A working directory the leased uid may not enter: the child's chdir,
+	// after it switched to its uid, fails, and the uid goes back.
+	locked := t.TempDir()
+	require.NoError(t, os.Chmod(locked, 0o700)) // root's
+	_, err = p.Start(DefaultContainment(), Request{Executable: "/bin/true", WorkingDirectory: locked}, nil)
+	var se *StartError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, ReasonPermissionDenied, se.Reason, "%v", err)
+	require.Equal(t, 0, p.Leased())
 }
 
 // BenchmarkUIDPoolLease is a lease and its release, with the scan of /proc
