@@ -236,3 +236,27 @@ func TestHardenPrivateProc(t *testing.T) {
 	out = runHardenedIn(t, &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}, spec, "/bin/sh", "-c", script)
 	require.True(t, strings.HasSuffix(out, "sees-the-test\n"), out)
 }
+
+// BenchmarkStartHardened starts /bin/true and destroys it, hardened (the
+// default) and not, in DefaultContainment.
+func BenchmarkStartHardened(b *testing.B) {
+	defer childHardening.Store(nil)
+	for _, c := range []struct {
+		name string
+		h    Hardening
+	}{{"hardened", DefaultHardening()}, {"unhardened", Hardening{Disabled: true}}} {
+		b.Run(c.name, func(b *testing.B) {
+			require.NoError(b, SetChildHardening(c.h))
+			for b.Loop() {
+				p, err := Start(Request{Executable: "/bin/true", WorkingDirectory: "/"}, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				<-p.Done()
+				if err := p.Destroy(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
