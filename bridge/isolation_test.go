@@ -75,7 +75,7 @@ func TestIsolationByUID(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			secret := "SECRET=tenantA-" + strconv.Itoa(os.Getpid()) + "-" + c.name
-			sibReq := Request{Executable: "sh", Arguments: []string{"-c", "echo ready; exec cat"},
+			sibReq := Request{Executable: "sh", Arguments: []string{"-c", "echo ready; cat"},
 				WorkingDirectory: "/", Environment: map[string]string{"PATH": "/usr/bin:/bin", "SECRET": strings.TrimPrefix(secret, "SECRET=")}}
 			sib, destroySib := c.start(sibReq)
 			defer func() { require.NoError(t, destroySib()) }()

@@ -94,10 +94,11 @@ func runIsolationCase(t *testing.T, c isolationCase, probe string) {
 	require.NoError(t, os.WriteFile(tokenFile, []byte(token), 0o600))
 	flags := []string{"--token-file", tokenFile, "--cwd", "/"}
 
-	// The sibling: cat, reading a stdin the test holds open, with a secret
-	// in its environment; it says when it runs.
+	// The sibling: sh and its cat, reading a stdin the test holds open,
+	// with a secret in their environment; sh says when it runs, and stays
+	// (an exec would leave a moment in which /proc/PID/environ is empty).
 	secret := "SECRET=tenantA-" + randomHex(8)
-	sib := binCmd(t, "", nil, execArgs(url, append(flags, "--env", secret), "sh", "-c", "echo ready; exec cat")...)
+	sib := binCmd(t, "", nil, execArgs(url, append(flags, "--env", secret), "sh", "-c", "echo ready; cat")...)
 	sib.Stdin = nil
 	sibIn, err := sib.StdinPipe()
 	require.NoError(t, err)
