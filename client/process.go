@@ -85,6 +85,9 @@ type Process struct {
 type ExitStatus struct {
 	Code   int
 	Signal string
+	// Reason, when not empty, says why the process ended: "oom" when the
+	// kernel's OOM killer ended it (Signal is then SIGKILL).
+	Reason string
 }
 
 // Exited reports whether the process exited normally with Code.
@@ -163,7 +166,8 @@ func Open(ctx context.Context, url, instanceID string, req frames.ProcessRequest
 	if err != nil {
 		return nil, err
 	}
-	open := &frames.Open{InstanceID: instanceID, Request: req, StdoutWindow: o.StdoutWindow, StdinWindow: o.StdinWindow}
+	open := &frames.Open{InstanceID: instanceID, Request: req, StdoutWindow: o.StdoutWindow, StdinWindow: o.StdinWindow,
+		ExitReasons: frames.ExitReasonOOM}
 	if o.Compress {
 		open.OutputEnc, open.StdinEnc = frames.EncS2, frames.EncS2
 	}

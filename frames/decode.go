@@ -511,7 +511,7 @@ func (d *Decoder) value(fd *field, p any, parent string) *DecodeError {
 // interned holds the vocabulary strings, so decoding them allocates nothing.
 var interned = func() map[string]string {
 	m := map[string]string{WireRevision: WireRevision, SignalDelivered: SignalDelivered,
-		SignalAlreadyExited: SignalAlreadyExited, EncS2: EncS2}
+		SignalAlreadyExited: SignalAlreadyExited, EncS2: EncS2, ExitReasonOOM: ExitReasonOOM}
 	for s := range exitSignals {
 		m[s] = s
 	}

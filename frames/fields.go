@@ -27,6 +27,7 @@ const (
 	rSignal                 // SIGINT, SIGTERM, SIGKILL
 	rExitSignal             // ExitSignalName
 	rResult                 // SignalDelivered, SignalAlreadyExited
+	rExitReason             // ExitReasonOOM
 	rErrorCode              // ErrorCode.Valid
 	rData                   // base64, 1..MaxData bytes decoded
 	rEncList                // comma-separated encoding names
@@ -129,7 +130,8 @@ var schemas = [...]*schema{
 		intIn("stdin_window", false, MinWindow, MaxWindow),
 		str("open_key", rToken, false),
 		str("output_enc", rEncList, false),
-		str("stdin_enc", rEncList, false)),
+		str("stdin_enc", rEncList, false),
+		str("exit_reasons", rEncList, false)),
 	TypeResume: frame(TypeResume,
 		str("process_id", rProcessID, true),
 		str("token", rToken, true),
@@ -170,7 +172,8 @@ var schemas = [...]*schema{
 	TypeStderr:    frame(TypeStderr, offset("off"), field{name: "data", rule: rData, req: true}, str("enc", rEnc, false)),
 	TypeExit: frame(TypeExit,
 		intIn("code", false, 0, 255),
-		str("signal", rExitSignal, false)),
+		str("signal", rExitSignal, false),
+		str("reason", rExitReason, false)),
 	TypeSignaled: frame(TypeSignaled,
 		intIn("id", true, 1, math.MaxInt64),
 		str("result", rResult, true)),
@@ -408,6 +411,10 @@ func checkString[T ~string | ~[]byte](r rule, s T) (Kind, string) {
 		if string(s) != SignalDelivered && string(s) != SignalAlreadyExited {
 			return KindBadValue, "not delivered or already_exited"
 		}
+	case rExitReason:
+		if string(s) != ExitReasonOOM {
+			return KindBadValue, "not oom"
+		}
 	case rErrorCode:
 		if !ErrorCode(s).Valid() {
 			return KindBadValue, "not an error code"
@@ -443,7 +450,7 @@ func validUTF8[T ~string | ~[]byte](s T) bool { return utf8.ValidString(string(s
 
 func (f *Open) field(i int) any {
 	return [...]any{nil, &f.InstanceID, &f.Request, &f.StdoutWindow, &f.StdinWindow, &f.OpenKey,
-		&f.OutputEnc, &f.StdinEnc}[i]
+		&f.OutputEnc, &f.StdinEnc, &f.ExitReasons}[i]
 }
 func (f *Resume) field(i int) any {
 	return [...]any{nil, &f.ProcessID, &f.Token, &f.StdoutReceived, &f.StderrReceived}[i]
@@ -466,7 +473,7 @@ func (f *Credit) field(i int) any    { return [...]any{nil, &f.StdinReceived, &f
 func (f *Stdout) field(i int) any    { return [...]any{nil, &f.Off, &f.Data, &f.Enc}[i] }
 func (f *StdoutEOF) field(i int) any { return [...]any{nil, &f.Off}[i] }
 func (f *Stderr) field(i int) any    { return [...]any{nil, &f.Off, &f.Data, &f.Enc}[i] }
-func (f *Exit) field(i int) any      { return [...]any{nil, &f.Code, &f.Signal}[i] }
+func (f *Exit) field(i int) any      { return [...]any{nil, &f.Code, &f.Signal, &f.Reason}[i] }
 func (f *Signaled) field(i int) any  { return [...]any{nil, &f.ID, &f.Result}[i] }
 func (f *Destroyed) field(i int) any { return [...]any{nil, &f.ProcessID}[i] }
 func (f *Error) field(i int) any {

@@ -125,6 +125,10 @@ type Open struct {
 	// StdinEnc lists the encodings the client may compress stdin with, in
 	// the same form. Empty (absent): none.
 	StdinEnc string
+	// ExitReasons lists the exit reasons the client understands, in the
+	// same form ("oom"): the server sends exit's Reason only when listed.
+	// Empty (absent): none, exit carries code or signal alone.
+	ExitReasons string
 }
 
 // EncS2 names the S2 block encoding (github.com/klauspost/compress/s2) of
@@ -285,7 +289,14 @@ type Stderr struct {
 type Exit struct {
 	Code   int
 	Signal string
+	// Reason, optional, says why the process ended when the server knows
+	// more than the status: ExitReasonOOM.
+	Reason string
 }
+
+// ExitReasonOOM: the kernel's OOM killer ended the process (its signal is
+// SIGKILL), because it reached its memory limit or the machine ran out.
+const ExitReasonOOM = "oom"
 
 // Results of a signal frame.
 const (

@@ -122,6 +122,7 @@ func validLines() []string {
 		`{"type":"exit","code":0}`,
 		`{"type":"exit","code":1}`,
 		`{"type":"exit","code":255}`,
+		`{"type":"exit","signal":"SIGKILL","reason":"oom"}`,
 		`{"type":"signaled","id":1,"result":"delivered"}`,
 		`{"type":"signaled","id":2,"result":"already_exited"}`,
 		`{"type":"destroyed","process_id":"8f3a0c1e5b7d49a2b6c4e0f1a2b3c4d5"}`,
@@ -175,6 +176,7 @@ func s2Block(data []byte) string {
 func compressedLines() []string {
 	return []string{
 		`{"type":"open","instance_id":"inst-1","request":{"executable":"cat","arguments":[],"working_directory":"/tmp","environment":{}},"output_enc":"s2","stdin_enc":"s2"}`,
+		`{"type":"open","instance_id":"inst-1","request":{"executable":"cat","arguments":[],"working_directory":"/tmp","environment":{}},"exit_reasons":"oom"}`,
 		`{"type":"open","instance_id":"inst-1","request":{"executable":"cat","arguments":[],"working_directory":"/tmp","environment":{}},"open_key":"` + openKey + `","output_enc":"zstd,s2,x123456789abcdef,a,b,c,d,e"}`,
 		strings.TrimSuffix(openedWith(evidenceJSON), "}") + `,"output_enc":"s2","stdin_enc":"s2"}`,
 		strings.TrimSuffix(openedWith(evidenceJSON), "}") + `,"stdin_enc":"s2"}`,
@@ -224,6 +226,7 @@ func compressedInvalid() []invalidVector {
 		inv("wrong_type.enc", `{"type":"stderr","off":0,"data":"AA==","enc":1}`, "stderr", "enc", frames.KindWrongType),
 		inv("bad_value.output_enc_upper", okOpen+`,"output_enc":"S2"}`, "open", "output_enc", frames.KindBadValue),
 		inv("bad_value.output_enc_empty", okOpen+`,"output_enc":""}`, "open", "output_enc", frames.KindBadValue),
+		inv("bad_value.exit_reasons_upper", okOpen+`,"exit_reasons":"OOM"}`, "open", "exit_reasons", frames.KindBadValue),
 		inv("bad_value.output_enc_empty_name", okOpen+`,"output_enc":"s2,"}`, "open", "output_enc", frames.KindBadValue),
 		inv("bad_value.stdin_enc_space", okOpen+`,"stdin_enc":"s2, zstd"}`, "open", "stdin_enc", frames.KindBadValue),
 		inv("bad_value.stdin_enc_nine_names", okOpen+`,"stdin_enc":"a,b,c,d,e,f,g,h,i"}`, "open", "stdin_enc", frames.KindBadValue),
@@ -376,6 +379,7 @@ func invalidVectors() []invalidVector {
 		inv("wrong_type.environment_value", env(`{"A":1}`), "open", "request.environment", frames.KindWrongType),
 		inv("wrong_type.exit_signal_null", `{"type":"exit","signal":null}`, "exit", "signal", frames.KindWrongType),
 		inv("wrong_type.exit_code_string", `{"type":"exit","code":"0"}`, "exit", "code", frames.KindWrongType),
+		inv("wrong_type.exit_reason_null", `{"type":"exit","signal":"SIGKILL","reason":null}`, "exit", "reason", frames.KindWrongType),
 		inv("wrong_type.gap_null", errFrame(`"code":"SandboxFileTooLarge","gap":null`), "error", "gap", frames.KindWrongType),
 		inv("wrong_type.evidence_array", `{"type":"resumed","process_id":`+pidOK+`,"evidence":[]}`, "resumed", "evidence", frames.KindWrongType),
 
@@ -512,6 +516,7 @@ func invalidVectors() []invalidVector {
 		inv("bad_value.error_code", errFrame(`"code":"SandboxOops"`), "error", "code", frames.KindBadValue),
 		inv("bad_value.error_code_case", errFrame(`"code":"sandboxfiletoolarge"`), "error", "code", frames.KindBadValue),
 		inv("bad_value.signaled_result", `{"type":"signaled","id":1,"result":"done"}`, "signaled", "result", frames.KindBadValue),
+		inv("bad_value.exit_reason", `{"type":"exit","signal":"SIGKILL","reason":"OOM"}`, "exit", "reason", frames.KindBadValue),
 		inv("bad_value.process_id_uppercase", `{"type":"destroyed","process_id":"8F3A0C1E5B7D49A2B6C4E0F1A2B3C4D5"}`, "destroyed", "process_id", frames.KindBadValue),
 		inv("bad_value.process_id_short", `{"type":"destroyed","process_id":"8f3a"}`, "destroyed", "process_id", frames.KindBadValue),
 		inv("bad_value.process_id_nul", `{"type":"destroyed","process_id":"\u0000"}`, "destroyed", "process_id", frames.KindBadValue),

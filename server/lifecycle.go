@@ -223,6 +223,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		kick:         make(chan struct{}, 1),
 	}
 	se.setAttachedLocked(c) // not yet shared: no lock needed
+	se.exitReasons = f.ExitReasons
 	if !cfg.NoCompression {
 		if frames.EncListHas(f.OutputEnc, frames.EncS2) {
 			se.outEnc = frames.EncS2

@@ -78,6 +78,8 @@ export interface OpenFrame {
   output_enc?: string;
   /** Encodings the client may send stdin in, comma-separated. This client lists none (it has no compressor). */
   stdin_enc?: string;
+  /** Exit reasons the client understands, comma-separated ("oom"); exit carries reason only when listed. */
+  exit_reasons?: string;
 }
 export interface ResumeFrame {
   type: "resume";
@@ -168,6 +170,8 @@ export interface ExitFrame {
   type: "exit";
   code?: Int;
   signal?: string;
+  /** Why the process ended, when the server knows: "oom" (the OOM killer; signal is SIGKILL). */
+  reason?: string;
 }
 export interface SignaledFrame {
   type: "signaled";
@@ -280,6 +284,7 @@ type Rule =
   | "wire"
   | "signal"
   | "exit_signal"
+  | "exit_reason"
   | "result"
   | "error_code"
   | "data"
@@ -357,6 +362,7 @@ for (const s of [
     str("open_key", "token", false),
     str("output_enc", "enc_list", false),
     str("stdin_enc", "enc_list", false),
+    str("exit_reasons", "enc_list", false),
   ]),
   schema("resume", true, [
     str("process_id", "process_id", true),
@@ -398,7 +404,7 @@ for (const s of [
   schema("stdout", true, [offset("off"), f("data", "data", true), str("enc", "enc", false)]),
   schema("stdout_eof", true, [offset("off")]),
   schema("stderr", true, [offset("off"), f("data", "data", true), str("enc", "enc", false)]),
-  schema("exit", true, [intIn("code", false, 0n, 255n), str("signal", "exit_signal", false)]),
+  schema("exit", true, [intIn("code", false, 0n, 255n), str("signal", "exit_signal", false), str("reason", "exit_reason", false)]),
   schema("signaled", true, [intIn("id", true, 1n, MAX_INT64), str("result", "result", true)]),
   schema("destroyed", true, [str("process_id", "process_id", true)]),
   schema("error", true, [
@@ -608,6 +614,8 @@ function checkString(rule: Rule, b: Uint8Array): Kind | "" {
       return validExitSignal(asText(b)) ? "" : "bad_signal";
     case "result":
       return ["delivered", "already_exited"].includes(asText(b)) ? "" : "bad_value";
+    case "exit_reason":
+      return asText(b) === "oom" ? "" : "bad_value";
     case "error_code":
       return ERROR_CODES.has(asText(b)) ? "" : "bad_value";
     case "enc_list":

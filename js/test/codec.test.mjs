@@ -60,3 +60,12 @@ test("s2 blocks of the golden vectors inflate as the Go encoder compressed them"
   const block = Uint8Array.from([10, 2 << 2, 0x61, 0x62, 0x63, 1 | (3 << 2), 3]);
   assert.equal(Buffer.from(inflateS2(block, 64)).toString(), "abcabcabca");
 });
+
+test("exit's optional reason: oom round-trips, anything else is refused", () => {
+  const line = '{"type":"exit","signal":"SIGKILL","reason":"oom"}';
+  const f = decode(line);
+  assert.equal(f.reason, "oom");
+  assert.equal(f.signal, "SIGKILL");
+  assert.equal(Buffer.from(encode(f)).toString(), line + "\n");
+  assert.throws(() => decode('{"type":"exit","signal":"SIGKILL","reason":"OOM"}'), (e) => e instanceof DecodeError && e.kind === "bad_value" && e.field === "reason");
+});
