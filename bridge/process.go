@@ -31,6 +31,7 @@ type Process struct {
 	pidfd     *pidfd // the child's (or the init's), on the poller; only waitChild uses it
 	contain   *Containment
 	cgroup    *cgroup       // ContainCgroup: the process's own cgroup
+	v1        *v1Group      // the process's cgroups in v1 hierarchies, for limits
 	statusR   *os.File      // under an init: its status pipe; closed by waitChild
 	status    *bufio.Reader // on statusR
 	ctlW      *os.File      // under an init: our end of its control pipe; see closeCtl
@@ -171,17 +172,28 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 	execPath, execArgv := path, argv
 	var (
 		cg               *cgroup
+		v1               *v1Group
 		statusR, statusW *os.File
 		ctlR, ctlW       *os.File
 	)
+	name := fmt.Sprintf("%s-%d", ct.owner, cgroupSeq.Add(1))
 	if ct.kind == ContainCgroup {
 		var fd int
-		if cg, fd, err = ct.newCgroup(); err != nil {
+		if cg, fd, err = ct.newCgroup(name); err != nil {
 			closeAll()
 			return nil, startFailure(ReasonStartFailed, err)
 		}
 		defer syscall.Close(fd)
 		sys.UseCgroupFD, sys.CgroupFD = true, fd
+	}
+	if ct.lim.active() && len(ct.lim.v1) > 0 {
+		if v1, err = ct.lim.newV1(name); err != nil {
+			closeAll()
+			if cg != nil {
+				_ = cg.remove()
+			}
+			return nil, startFailure(ReasonStartFailed, err)
+		}
 	}
 	mode := ct.initMode()
 	var payload *initPayload
@@ -207,7 +219,8 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		attr.Files = append(attr.Files, statusW.Fd(), ctlR.Fd())
 		attr.Env = []string{initEnv}
 		execPath, execArgv = "/proc/self/exe", []string{initArg0}
-		payload = &initPayload{Mode: mode, Path: path, Argv: argv, Env: env, Harden: hardenFor(&c), Dir: req.WorkingDirectory}
+		payload = &initPayload{Mode: mode, Path: path, Argv: argv, Env: env, Harden: hardenFor(&c), Dir: req.WorkingDirectory,
+			Rlimits: ct.lim.rlimits()}
 		if payload.Harden != nil {
 			// The init stays root, to drop the child's capabilities; the
 			// child is switched to its user (payload.Harden.Cred).
@@ -229,11 +242,18 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		if cg != nil {
 			_ = cg.remove()
 		}
+		_ = v1.remove()
 		return nil, err
 	}
 	if err != nil {
 		return fail(forkFailure(err))
 	}
+	// The init (or the child) enters its v1 cgroups and takes the
+	// children's oom_score_adj before it starts anything: the init waits
+	// for its payload, sent below. A child started without an init may
+	// fork before, or be gone already (which is why its error is ignored);
+	// it and its descendants are bounded from then on.
+	admitErr := ct.admit(pid, v1)
 	pfd, err := newPidfd(pidFD)
 	if err != nil {
 		// Without a pidfd the child cannot be waited for: end it.
@@ -250,7 +270,10 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 	if statusR != nil {
 		// The init says whether it could start the child.
 		status = bufio.NewReader(statusR)
-		word, n, err := "", 0, writePayload(ctlW, payload)
+		word, n, err := "", 0, admitErr
+		if err == nil {
+			err = writePayload(ctlW, payload)
+		}
 		if err == nil {
 			word, n, err = initStatus(status)
 		}
@@ -276,6 +299,7 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		statusR:    statusR,
 		status:     status,
 		ctlW:       ctlW,
+		v1:         v1,
 		guardian:   mode == initGuardian,
 		startedAt:  started,
 		notify:     make(chan struct{}, 1),
@@ -607,13 +631,16 @@ func (p *Process) waitContainmentGone(deadline time.Time, stop <-chan time.Time)
 		if err := p.cgroup.remove(); err != nil {
 			return fmt.Errorf("destroy process: remove cgroup: %w", err)
 		}
+		_ = p.v1.remove()
 	case ContainPIDNamespace:
 		// The kernel ends every process of the namespace before its init's
 		// exit completes, and the init is reaped: nothing is left.
+		_ = p.v1.remove()
 	default:
 		if !waitGroupGone(p.pid, stop) {
 			return p.survivors()
 		}
+		_ = p.v1.remove()
 	}
 	return nil
 }
@@ -650,6 +677,18 @@ func (p *Process) survivors() error {
 		e.Survivors = append(e.Survivors, proc.Survivor{Pid: pid, Command: strings.TrimSpace(string(comm))})
 	}
 	return e
+}
+
+// admit puts a new child (or its init), pid, in its v1 cgroups and gives
+// it the children's oom_score_adj.
+func (ct *Containment) admit(pid int, v1 *v1Group) error {
+	if err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(ct.childOOM)), 0); err != nil {
+		return fmt.Errorf("oom_score_adj: %w", err)
+	}
+	if v1 != nil {
+		return v1.join(pid)
+	}
+	return nil
 }
 
 // closeCtl closes our end of the init's control pipe once: the init
