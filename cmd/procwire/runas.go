@@ -128,7 +128,7 @@ func (iso *isolation) warn(log *slog.Logger) {
 // rangeExecutor starts each child in bridge.DefaultContainment as a uid
 // and gid of its own, leased from pool until its Destroy succeeded.
 // A terminal (the pty of the terminal issue) given to such a child must be
-// chowned to lp.User() before the child starts, so that it alone opens
+// chowned to its bridge.LeasedProcess.User before the child starts, so that it alone opens
 // the slave.
 type rangeExecutor struct {
 	pool *bridge.UIDPool
