@@ -74,6 +74,7 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	fs.BoolVar(&cfg.NoCompression, "no-compression", false, "never compress stdout and stderr nor accept compressed stdin, whatever an open asks for")
 	logLevel := fs.String("log-level", "info", "log at `level` debug, info, warn or error")
 	iso := addIsolationFlags(fs)
+	lim := addLimitFlags(fs)
 	ops := addOpsFlags(fs)
 	pos, _, status, ok := parse(c, fs, args, -1, io, 2)
 	if !ok {
@@ -125,6 +126,9 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	cfg.Token, cfg.Logger = token, log
 	cfg.MaxMemory = int64(maxMemory)
 	reg := ops.configure(&cfg)
+	if err := lim.configure(&cfg, log, reg); err != nil {
+		return fail(err)
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return fail(err)
