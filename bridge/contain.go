@@ -151,6 +151,10 @@ func (c *Containment) withLimits(opts ContainOptions) (*Containment, error) {
 	v2parent := ""
 	if c.kind == ContainCgroup {
 		v2parent = c.cgroupParent
+		own, _ := ownCgroup()
+		if err := delegate(v2parent, own == v2parent, opts.Limits); err != nil {
+			return nil, err
+		}
 	}
 	v1 := v1Dirs()
 	lm, err := newLimiter(opts.Limits, v2parent, c.initMode() != "", v1)

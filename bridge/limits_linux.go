@@ -107,6 +107,50 @@ func v2Controllers(parent string) map[string]bool {
 	return out
 }
 
+// delegate prepares parent, a cgroup delegated to this server (systemd's
+// Delegate=), for the v2 controllers limits l need: those parent offers
+// (cgroup.controllers) are enabled for its children
+// (cgroup.subtree_control). A cgroup with controllers enabled for its
+// children may hold no process of its own, so when the server is in
+// parent itself (own), it first moves into a leaf, parent/serve. Nothing
+// is done when no limit needs a controller parent offers.
+func delegate(parent string, own bool, l Limits) error {
+	b, err := os.ReadFile(filepath.Join(parent, "cgroup.controllers"))
+	if err != nil {
+		return nil // not a cgroup v2 directory: the v1 hierarchies may serve
+	}
+	offered := map[string]bool{}
+	for _, c := range strings.Fields(string(b)) {
+		offered[c] = true
+	}
+	enabled := v2Controllers(parent)
+	var enable []string
+	for _, c := range []struct {
+		ctl  string
+		want bool
+	}{{"pids", l.Pids > 0}, {"memory", l.Memory > 0}, {"cpu", l.CPU > 0}} {
+		if c.want && offered[c.ctl] && !enabled[c.ctl] {
+			enable = append(enable, "+"+c.ctl)
+		}
+	}
+	if len(enable) == 0 {
+		return nil
+	}
+	if own {
+		leaf := filepath.Join(parent, "serve")
+		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("delegated cgroup %s: %w", parent, err)
+		}
+		if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte("0"), 0); err != nil {
+			return fmt.Errorf("delegated cgroup %s: move into its leaf: %w", parent, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte(strings.Join(enable, " ")), 0); err != nil {
+		return fmt.Errorf("delegated cgroup %s: enable %s: %w", parent, strings.Join(enable, " "), err)
+	}
+	return nil
+}
+
 // probeV1 checks that a cgroup can be made under dir and ctl's limit file
 // written in it.
 func probeV1(dir, ctl string) error {

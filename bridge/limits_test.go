@@ -151,3 +151,28 @@ func TestLimitThatCannotBeEnforcedRefuses(t *testing.T) {
 	_, err = newLimiter(Limits{Memory: 1 << 30}, parent, false, nil)
 	require.ErrorIs(t, err, ErrLimitUnavailable)
 }
+
+// TestDelegatedCgroupEnablesItsControllers: in a cgroup delegated to the
+// server (a fake cgroupfs directory here) offering pids, memory and cpu,
+// the server moves into the leaf "serve" and enables the controllers its
+// limits need for the processes' cgroups.
+func TestDelegatedCgroupEnablesItsControllers(t *testing.T) {
+	parent := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(parent, "cgroup.controllers"), []byte("cpuset cpu io memory pids\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), nil, 0o644))
+	require.NoError(t, delegate(parent, true, Limits{Pids: 100, Memory: 1 << 30}))
+	b, err := os.ReadFile(filepath.Join(parent, "cgroup.subtree_control"))
+	require.NoError(t, err)
+	require.Equal(t, "+pids +memory", string(b))
+	b, err = os.ReadFile(filepath.Join(parent, "serve", "cgroup.procs"))
+	require.NoError(t, err)
+	require.Equal(t, "0", string(b), "the server moved into its leaf")
+
+	// Nothing to do without limits, or with controllers already enabled.
+	other := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(other, "cgroup.controllers"), []byte("memory pids\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(other, "cgroup.subtree_control"), []byte("memory pids\n"), 0o644))
+	require.NoError(t, delegate(other, true, Limits{Pids: 100}))
+	_, err = os.Stat(filepath.Join(other, "serve"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}

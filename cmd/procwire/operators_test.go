@@ -1,0 +1,50 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestSystemdUnitVerifies: docs/procwire.service delegates its cgroup,
+// passes serve only flags it knows, is copied whole into
+// docs/operators.md, and systemd-analyze verify finds nothing wrong with
+// it (with ExecStart pointed at the procwire binary built for the tests).
+func TestSystemdUnitVerifies(t *testing.T) {
+	unit, err := os.ReadFile("../../docs/procwire.service")
+	require.NoError(t, err)
+	require.Regexp(t, `(?m)^Delegate=yes$`, string(unit))
+
+	doc, err := os.ReadFile("../../docs/operators.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(doc), "<!-- procwire.service begins -->\n```ini\n")
+	require.True(t, ok, "operators.md has no copy of the unit")
+	copied, _, ok := strings.Cut(rest, "```\n<!-- procwire.service ends -->")
+	require.True(t, ok)
+	require.Equal(t, string(unit), copied, "operators.md's copy of the unit differs from docs/procwire.service")
+
+	help := runBin(t, "", nil, "serve", "--help")
+	require.Equal(t, 0, help.code)
+	execStart := regexp.MustCompile(`(?ms)^ExecStart=(.*?[^\\])$`).FindStringSubmatch(string(unit))
+	require.NotNil(t, execStart)
+	for _, flag := range regexp.MustCompile(`--[a-z-]+`).FindAllString(execStart[1], -1) {
+		require.Contains(t, help.stdout, "  "+flag+" ", "the unit passes %s, which serve does not know", flag)
+	}
+
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("systemd-analyze is missing; .ci/run installs systemd")
+		}
+		t.Skip("no systemd-analyze")
+	}
+	path := filepath.Join(t.TempDir(), "procwire.service")
+	require.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/procwire", binary)), 0o644))
+	out, err := exec.Command("systemd-analyze", "verify", path).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Empty(t, strings.TrimSpace(string(out)), "systemd-analyze verify has something to say")
+}
