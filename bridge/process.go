@@ -269,7 +269,7 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 	var status *bufio.Reader
 	if statusR != nil {
 		// The init says whether it could start the child.
-		status = bufio.NewReader(statusR)
+		status = bufio.NewReaderSize(statusR, 64) // lines of a few bytes: "started", "exit 3"
 		word, n, err := "", 0, admitErr
 		if err == nil {
 			err = writePayload(ctlW, payload)
