@@ -102,11 +102,14 @@ func Start(req Request, cfg *Config) (*Process, error) {
 // pumps. A nil cfg means DefaultConfig. Validation and start failures are
 // *StartError.
 //
-// The child runs in a new process group (in ContainPIDNamespace, under the
-// init, which leads the group the server sees), as cfg.RunAs when set, with
-// only stdin, stdout and stderr open, and with Pdeathsig SIGKILL so that it
-// dies if the server dies (Linux ties Pdeathsig to the thread that forked;
-// Go ends a thread only when a goroutine locked to it exits without
+// The child runs in a new process group under an init of ours (see
+// MaybeRunInit and Containment.initMode), which leads the group the server
+// sees and ends the child's whole tree when the server dies; as cfg.RunAs
+// when set, with only stdin, stdout and stderr open, with the limits of the
+// containment and at its children's oom_score_adj. Without an init (a
+// program that does not call MaybeRunInit) the child itself leads the
+// group, with Pdeathsig SIGKILL (Linux ties Pdeathsig to the thread that
+// forked; Go ends a thread only when a goroutine locked to it exits without
 // unlocking). Signals the server ignores (SIG_IGN) stay ignored in the
 // child, as with any exec; signals the Go runtime handles are reset to their
 // defaults.
@@ -327,8 +330,8 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 	return p, nil
 }
 
-// Pid returns the child's process id, which is also its process group id;
-// in ContainPIDNamespace, the init's.
+// Pid returns the process id of the child's init, which is also the
+// process group id the server signals; without an init, the child's.
 func (p *Process) Pid() int { return p.pid }
 
 // StartedAt returns when the child was started.
