@@ -31,8 +31,11 @@ const (
 	// MaybeRunInit) that forwards signals and reaps; Destroy kills the init
 	// and the kernel kills every process of the namespace.
 	ContainPIDNamespace = "pid_namespace"
-	// ContainProcessGroup is the fallback: the process group the child
-	// leads. A descendant that calls setsid or setpgid leaves it.
+	// ContainProcessGroup is the fallback: the init is a child subreaper
+	// that ends its whole tree, found in /proc, at Destroy and when the
+	// server dies. Without an init (no MaybeRunInit), it is the process
+	// group the child leads, which a descendant that calls setsid or
+	// setpgid leaves.
 	ContainProcessGroup = "process_group"
 )
 
