@@ -404,13 +404,13 @@ type cgroup struct {
 
 // newCgroup creates the cgroup of a new process and opens it for
 // clone(CLONE_INTO_CGROUP).
-func (c *Containment) newCgroup(name string) (*cgroup, int, error) {
+func (c *Containment) newCgroup(name string, l Limits) (*cgroup, int, error) {
 	dir := filepath.Join(c.cgroupParent, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, -1, fmt.Errorf("create cgroup: %w", err)
 	}
 	if c.lim.active() && c.lim.v2 {
-		if err := c.lim.writeV2(dir); err != nil {
+		if err := c.lim.writeV2(dir, l); err != nil {
 			os.Remove(dir)
 			return nil, -1, err
 		}

@@ -11,20 +11,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procwire/procwire/proc"
 )
 
-// Limits bound each process's whole tree. A zero field means no limit.
-type Limits struct {
-	// Pids is the most tasks (processes and threads) the tree may hold.
-	Pids int64
-	// Memory is the most memory, in bytes, the tree may use; reaching it
-	// wakes the kernel's OOM killer in the tree only (with a cgroup), and
-	// the process's exit says "oom".
-	Memory int64
-	// CPU is the most CPU time the tree may use, in cores (1.5: one and a
-	// half cores' worth of time per period).
-	CPU float64
-}
+// Limits bound each process's whole tree: proc.Limits.
+type Limits = proc.Limits
 
 // Mechanisms that enforce a limit, as LimitMechanisms names them.
 const (
@@ -209,10 +201,9 @@ func newLimiter(l Limits, v2parent string, withInit bool, v1 map[string]string) 
 // active reports whether any limit is set.
 func (lm *limiter) active() bool { return lm != nil && len(lm.mech) > 0 }
 
-// writeV2 writes the v2 limits into dir, a process's cgroup, before its
-// first process enters it.
-func (lm *limiter) writeV2(dir string) error {
-	l := lm.limits
+// writeV2 writes the v2 limits l into dir, a process's cgroup, before
+// its first process enters it.
+func (lm *limiter) writeV2(dir string, l Limits) error {
 	var files [][2]string
 	if lm.mech["pids"] == MechCgroupV2 {
 		files = append(files, [2]string{"pids.max", strconv.FormatInt(l.Pids, 10)})
@@ -239,10 +230,9 @@ type v1Group struct {
 	dirs map[string]string // controller → directory
 }
 
-// newV1 makes the process's v1 cgroups, named name, with their limits.
-func (lm *limiter) newV1(name string) (*v1Group, error) {
+// newV1 makes the process's v1 cgroups, named name, with limits l.
+func (lm *limiter) newV1(name string, l Limits) (*v1Group, error) {
 	g := &v1Group{dirs: map[string]string{}}
-	l := lm.limits
 	for ctl, parent := range lm.v1 {
 		dir := filepath.Join(parent, name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
@@ -331,10 +321,10 @@ func oomKillCount(path string) int64 {
 	return 0
 }
 
-// rlimits are the rlimit settings of the limits an init enforces.
-func (lm *limiter) rlimits() []rlimitSetting {
+// rlimits are the rlimit settings of limits l that an init enforces.
+func (lm *limiter) rlimits(l Limits) []rlimitSetting {
 	if lm.active() && lm.mech["memory"] == MechRlimitAS {
-		m := uint64(lm.limits.Memory)
+		m := uint64(l.Memory)
 		return []rlimitSetting{{Resource: unix.RLIMIT_AS, Cur: m, Max: m}}
 	}
 	return nil

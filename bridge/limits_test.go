@@ -120,7 +120,7 @@ func TestLimitsWithCgroupV2Controllers(t *testing.T) {
 	dir := filepath.Join(parent, "procwire-1.2-3")
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "memory.swap.max"), []byte("max\n"), 0o644))
-	require.NoError(t, lm.writeV2(dir))
+	require.NoError(t, lm.writeV2(dir, lm.limits))
 	for file, want := range map[string]string{
 		"pids.max": "200", "memory.max": strconv.Itoa(256 << 20), "memory.swap.max": "0", "cpu.max": "150000 100000",
 	} {

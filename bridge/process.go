@@ -180,9 +180,10 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		ctlR, ctlW       *os.File
 	)
 	name := fmt.Sprintf("%s-%d", ct.owner, cgroupSeq.Add(1))
+	limits := ct.Limits().Tighten(c.Limits)
 	if ct.kind == ContainCgroup {
 		var fd int
-		if cg, fd, err = ct.newCgroup(name); err != nil {
+		if cg, fd, err = ct.newCgroup(name, limits); err != nil {
 			closeAll()
 			return nil, startFailure(ReasonStartFailed, err)
 		}
@@ -190,7 +191,7 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		sys.UseCgroupFD, sys.CgroupFD = true, fd
 	}
 	if ct.lim.active() && len(ct.lim.v1) > 0 {
-		if v1, err = ct.lim.newV1(name); err != nil {
+		if v1, err = ct.lim.newV1(name, limits); err != nil {
 			closeAll()
 			if cg != nil {
 				_ = cg.remove()
@@ -223,7 +224,7 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		attr.Env = []string{initEnv}
 		execPath, execArgv = "/proc/self/exe", []string{initArg0}
 		payload = &initPayload{Mode: mode, Path: path, Argv: argv, Env: env, Harden: hardenFor(&c), Dir: req.WorkingDirectory,
-			Rlimits: ct.lim.rlimits()}
+			Rlimits: ct.lim.rlimits(limits)}
 		if payload.Harden != nil {
 			// The init stays root, to drop the child's capabilities; the
 			// child is switched to its user (payload.Harden.Cred).

@@ -482,6 +482,10 @@ func (d *Decoder) value(fd *field, p any, parent string) *DecodeError {
 			*g = new(Gap)
 			obj, ok = *g, true
 		}
+		if l, isLimits := p.(**Limits); isLimits {
+			*l = new(Limits)
+			obj, ok = *l, true
+		}
 		if !ok {
 			panic("frames: no binding for " + fd.name)
 		}

@@ -91,6 +91,11 @@ const (
 )
 
 var (
+	limitsSchema = &schema{name: "limits", fields: []field{
+		intIn("pids", false, 1, math.MaxInt64),
+		intIn("memory", false, 1, math.MaxInt64),
+		intIn("cpu_millicores", false, 1, math.MaxInt64),
+	}}
 	gapSchema = &schema{name: "gap", fields: []field{
 		offset("requested"),
 		offset("oldest"),
@@ -111,6 +116,7 @@ var (
 		str("working_directory", rPath, true),
 		str("arguments_digest", rDigest, true),
 		str("started_at", rTime, true),
+		object("limits", limitsSchema, false),
 	}}
 )
 
@@ -131,7 +137,8 @@ var schemas = [...]*schema{
 		str("open_key", rToken, false),
 		str("output_enc", rEncList, false),
 		str("stdin_enc", rEncList, false),
-		str("exit_reasons", rEncList, false)),
+		str("exit_reasons", rEncList, false),
+		object("limits", limitsSchema, false)),
 	TypeResume: frame(TypeResume,
 		str("process_id", rProcessID, true),
 		str("token", rToken, true),
@@ -280,6 +287,8 @@ func (s *schema) present(obj fielder, i int) bool {
 	case *string:
 		return *p != ""
 	case **Gap:
+		return *p != nil
+	case **Limits:
 		return *p != nil
 	}
 	panic("frames: no presence rule for " + fd.name)
@@ -450,7 +459,7 @@ func validUTF8[T ~string | ~[]byte](s T) bool { return utf8.ValidString(string(s
 
 func (f *Open) field(i int) any {
 	return [...]any{nil, &f.InstanceID, &f.Request, &f.StdoutWindow, &f.StdinWindow, &f.OpenKey,
-		&f.OutputEnc, &f.StdinEnc, &f.ExitReasons}[i]
+		&f.OutputEnc, &f.StdinEnc, &f.ExitReasons, &f.Limits}[i]
 }
 func (f *Resume) field(i int) any {
 	return [...]any{nil, &f.ProcessID, &f.Token, &f.StdoutReceived, &f.StderrReceived}[i]
@@ -485,6 +494,9 @@ func (r *ProcessRequest) field(i int) any {
 }
 func (e *Evidence) field(i int) any {
 	return [...]any{&e.WireRevision, &e.Provider, &e.ProviderRevision, &e.InstanceID, &e.ProcessID,
-		&e.Executable, &e.WorkingDirectory, &e.ArgumentsDigest, &e.StartedAt}[i]
+		&e.Executable, &e.WorkingDirectory, &e.ArgumentsDigest, &e.StartedAt, &e.Limits}[i]
 }
 func (g *Gap) field(i int) any { return [...]any{&g.Requested, &g.Oldest}[i] }
+func (l *Limits) field(i int) any {
+	return [...]any{&l.Pids, &l.Memory, &l.CPUMillicores}[i]
+}

@@ -129,6 +129,12 @@ type Open struct {
 	// same form ("oom"): the server sends exit's Reason only when listed.
 	// Empty (absent): none, exit carries code or signal alone.
 	ExitReasons string
+	// Limits, optional, asks for limits on the process's tree tighter
+	// than (or as tight as) the server's; a server that cannot enforce
+	// them, or whose own are tighter... refuses with
+	// SandboxCapabilityUnavailable{requirement: "resources"}. With it,
+	// even empty, opened's evidence says the limits in force.
+	Limits *Limits
 }
 
 // EncS2 names the S2 block encoding (github.com/klauspost/compress/s2) of
@@ -210,6 +216,17 @@ type Evidence struct {
 	WorkingDirectory string // as requested
 	ArgumentsDigest  string // ArgumentsDigest(request.Arguments)
 	StartedAt        string // canonical UTC, see FormatTime
+	// Limits are the limits in force for the process's tree; sent only to
+	// a client whose open carried limits (possibly empty). Nil: not said.
+	Limits *Limits
+}
+
+// Limits bound a process's whole tree: in open, the tighter limits a
+// client asks for; in evidence, those in force. A zero field is no limit.
+type Limits struct {
+	Pids          int64 // most tasks (processes and threads)
+	Memory        int64 // most memory, in bytes
+	CPUMillicores int64 // most CPU time, in thousandths of a core
 }
 
 // Opened answers Open.

@@ -58,6 +58,15 @@ export interface Evidence {
   working_directory: string;
   arguments_digest: string;
   started_at: string;
+  /** The limits in force; sent only when the open carried limits. */
+  limits?: Limits;
+}
+
+/** Limits on a process's tree: asked for in open, in force in evidence; an absent member is no limit. */
+export interface Limits {
+  pids?: Int;
+  memory?: Int;
+  cpu_millicores?: Int;
 }
 
 /** The gap of a replay_gap error. */
@@ -80,6 +89,8 @@ export interface OpenFrame {
   stdin_enc?: string;
   /** Exit reasons the client understands, comma-separated ("oom"); exit carries reason only when listed. */
   exit_reasons?: string;
+  /** Tighter limits asked for the process's tree; with it, even {}, evidence says the limits in force. */
+  limits?: Limits;
 }
 export interface ResumeFrame {
   type: "resume";
@@ -326,6 +337,11 @@ function schema(name: string, frame: boolean, fields: Field[]): Schema {
 }
 
 const gapSchema = schema("gap", false, [offset("requested"), offset("oldest")]);
+const limitsSchema = schema("limits", false, [
+  intIn("pids", false, 1n, MAX_INT64),
+  intIn("memory", false, 1n, MAX_INT64),
+  intIn("cpu_millicores", false, 1n, MAX_INT64),
+]);
 const requestSchema = schema("request", false, [
   str("executable", "text", true),
   f("arguments", "args", true),
@@ -342,6 +358,7 @@ const evidenceSchema = schema("evidence", false, [
   str("working_directory", "path", true),
   str("arguments_digest", "digest", true),
   str("started_at", "time", true),
+  obj("limits", limitsSchema, false),
 ]);
 
 /** Evidence field names in canonical order. */
@@ -363,6 +380,7 @@ for (const s of [
     str("output_enc", "enc_list", false),
     str("stdin_enc", "enc_list", false),
     str("exit_reasons", "enc_list", false),
+    obj("limits", limitsSchema, false),
   ]),
   schema("resume", true, [
     str("process_id", "process_id", true),

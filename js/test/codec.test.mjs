@@ -69,3 +69,12 @@ test("exit's optional reason: oom round-trips, anything else is refused", () => 
   assert.equal(Buffer.from(encode(f)).toString(), line + "\n");
   assert.throws(() => decode('{"type":"exit","signal":"SIGKILL","reason":"OOM"}'), (e) => e instanceof DecodeError && e.kind === "bad_value" && e.field === "reason");
 });
+
+test("open.limits and evidence.limits: optional objects of optional bounded integers", () => {
+  const open = '{"type":"open","instance_id":"i","request":{"executable":"cat","arguments":[],"working_directory":"/","environment":{}},"limits":{"pids":100,"cpu_millicores":1500}}';
+  const f = decode(open);
+  assert.equal(f.limits.pids, 100);
+  assert.equal(f.limits.cpu_millicores, 1500);
+  assert.equal(Buffer.from(encode(f)).toString(), open + "\n");
+  assert.throws(() => decode(open.replace('"pids":100', '"pids":0')), (e) => e instanceof DecodeError && e.kind === "out_of_bounds" && e.field === "limits.pids");
+});
