@@ -130,8 +130,8 @@ type Open struct {
 	// Empty (absent): none, exit carries code or signal alone.
 	ExitReasons string
 	// Limits, optional, asks for limits on the process's tree tighter
-	// than (or as tight as) the server's; a server that cannot enforce
-	// them, or whose own are tighter... refuses with
+	// than (or as tight as) the server's; one above the server's, or one
+	// the server does not enforce, is refused with
 	// SandboxCapabilityUnavailable{requirement: "resources"}. With it,
 	// even empty, opened's evidence says the limits in force.
 	Limits *Limits

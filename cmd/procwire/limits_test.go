@@ -212,3 +212,24 @@ func TestServeMemoryHogDiesOfOOM(t *testing.T) {
 	require.NoError(t, err, "the other session after the OOM kill")
 	t.Logf("destroy of the other session: %v", destroyGone(t, ctx, cat, catMark))
 }
+
+// TestClientAsksForTighterLimits: the Go client's Options.Limits reaches
+// serve, and the evidence says the limits in force.
+func TestClientAsksForTighterLimits(t *testing.T) {
+	url := limitedServe(t, bridge.Limits{Pids: 200, Memory: 256 << 20}, "--limit-pids", "200", "--limit-memory", "256MiB")
+	ctx := testCtx(t)
+	p, err := client.Open(ctx, url, "tighter", frames.ProcessRequest{
+		Executable: "true", Arguments: []string{}, WorkingDirectory: "/", Environment: map[string]string{},
+	}, &client.Options{Limits: &frames.Limits{Memory: 128 << 20}})
+	require.NoError(t, err)
+	require.Equal(t, &frames.Limits{Pids: 200, Memory: 128 << 20}, p.Evidence().Limits)
+	require.NoError(t, p.Destroy(ctx))
+
+	_, err = client.Open(ctx, url, "looser", frames.ProcessRequest{
+		Executable: "true", Arguments: []string{}, WorkingDirectory: "/", Environment: map[string]string{},
+	}, &client.Options{Limits: &frames.Limits{Memory: 1 << 30}})
+	var re *client.RemoteError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, frames.CapabilityUnavailable, re.Frame.Code)
+	require.Equal(t, "resources", re.Frame.Requirement)
+}
