@@ -33,7 +33,6 @@ var escapes = map[string]string{
 	"100 sleepers exit": `i=0; while [ $i -lt 100 ]; do sleep 300 & i=$((i+1)); done; echo started`,
 }
 
-
 // markedAlive lists the live processes whose environment holds mark.
 func markedAlive(t *testing.T, mark string) []int {
 	ents, err := os.ReadDir("/proc")
