@@ -233,3 +233,37 @@ func TestClientAsksForTighterLimits(t *testing.T) {
 	require.Equal(t, frames.CapabilityUnavailable, re.Frame.Code)
 	require.Equal(t, "resources", re.Frame.Requirement)
 }
+
+// TestKilledServeLeavesNothing is the issue's operator scenario: a real
+// procwire serve runs a tree that detaches (setsid, a double fork) and
+// streams stdout to a client; serve is SIGKILLed mid-stream; within 1 s
+// nothing of the tree is left, with no other server started.
+func TestKilledServeLeavesNothing(t *testing.T) {
+	srv := exec.Command(binary, "serve", "--addr", "127.0.0.1:0")
+	url, _ := startLogged(t, srv)
+	ctx := testCtx(t)
+	p, mark := openMarked(t, ctx, url, "sh", "-c", `setsid sleep 300 & (sleep 300 &); echo started; exec yes`)
+	// Read until "started", then 1 MiB more: the stream is flowing.
+	buf := make([]byte, 64<<10)
+	var head []byte
+	for streamed := 0; !strings.Contains(string(head), "started") || streamed < 1<<20; {
+		n, err := p.Stdout().ReadContext(ctx, buf)
+		require.NoError(t, err)
+		if len(head) < 64 {
+			head = append(head, buf[:n]...)
+		} else {
+			streamed += n
+		}
+	}
+	require.GreaterOrEqual(t, len(markAlive(mark)), 3, "sh/yes and two sleepers")
+	require.NoError(t, srv.Process.Kill())
+	killed := time.Now()
+	_ = srv.Wait()
+	for len(markAlive(mark)) > 0 && time.Since(killed) < testTimeout { // the kernel has no event for it
+	}
+	took := time.Since(killed)
+	t.Logf("SIGKILL of serve to nothing left: %v", took)
+	require.Empty(t, markAlive(mark))
+	require.Less(t, took, time.Second, "the issue's bound")
+	p.Detach()
+}
