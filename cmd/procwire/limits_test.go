@@ -115,6 +115,38 @@ func destroyGone(t *testing.T, ctx context.Context, p *client.Process, mark stri
 	return took
 }
 
+// echoRounds has every session echo rounds times, all at once, and
+// returns the round trips, sorted.
+func echoRounds(t *testing.T, ctx context.Context, cats []*client.Process, rounds int) []time.Duration {
+	var (
+		mu    sync.Mutex
+		times []time.Duration
+		wg    sync.WaitGroup
+	)
+	errs := make(chan error, len(cats))
+	for _, p := range cats {
+		wg.Go(func() {
+			for range rounds {
+				d, err := echo(ctx, p)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				times = append(times, d)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	slices.Sort(times)
+	return times
+}
+
 // TestServeForkBombUnderPidsLimit: under --limit-pids 200, a fork bomb
 // fills its own limit and no more, while 100 other sessions echo and the
 // server goes on opening new processes; destroying the bomb takes under
@@ -130,6 +162,8 @@ func TestServeForkBombUnderPidsLimit(t *testing.T) {
 	for i := range cats {
 		cats[i], _ = openMarked(t, ctx, url, "cat")
 	}
+	// The same echoes without the bomb, to compare.
+	base := echoRounds(t, ctx, cats, rounds)
 	bomb, mark := openMarked(t, ctx, url, "bash", "-c", `:(){ :|:& };:; sleep 300`)
 	deadline := time.Now().Add(testTimeout)
 	for len(markAlive(mark)) < 150 && time.Now().Before(deadline) {
@@ -186,8 +220,8 @@ func TestServeForkBombUnderPidsLimit(t *testing.T) {
 	}
 	slices.Sort(times)
 	p50, p99 := times[len(times)/2], times[len(times)*99/100]
-	t.Logf("fork bomb under --limit-pids 200: %d echoes of %d sessions: p50 %v, p99 %v, max %v; %d opens meanwhile",
-		len(times), sessions, p50, p99, times[len(times)-1], opens)
+	t.Logf("fork bomb under --limit-pids 200: %d echoes of %d sessions: p50 %v, p99 %v, max %v; %d opens meanwhile; without the bomb: p50 %v, p99 %v",
+		len(times), sessions, p50, p99, times[len(times)-1], opens, base[len(base)/2], base[len(base)*99/100])
 	// The issue's target is a p99 under 200 ms; asserted with a generous
 	// margin, as the machine running the tests is shared.
 	require.Less(t, p99, time.Second)
