@@ -301,3 +301,54 @@ func TestKilledServeLeavesNothing(t *testing.T) {
 	require.Less(t, took, time.Second, "the issue's bound")
 	p.Detach()
 }
+
+// TestServeSweepsWhatADeadServerLeft: a cgroup left by a server that died,
+// still holding a process, is ended by the next serve under the same
+// --cgroup-parent, which logs it and counts it in
+// procwire_swept_cgroups_total.
+func TestServeSweepsWhatADeadServerLeft(t *testing.T) {
+	own, err := os.ReadFile("/proc/self/cgroup")
+	require.NoError(t, err)
+	root := ""
+	for line := range strings.Lines(string(own)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "0::"); ok {
+			root = filepath.Join("/sys/fs/cgroup/unified", rest)
+			if _, err := os.Stat(root); err != nil {
+				root = filepath.Join("/sys/fs/cgroup", rest)
+			}
+		}
+	}
+	parent := filepath.Join(root, fmt.Sprintf("procwire-test-sweep-%d", time.Now().UnixNano()))
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no writable cgroup v2: %v", err)
+		}
+		t.Skipf("no writable cgroup v2: %v", err)
+	}
+	t.Cleanup(func() { _ = os.Remove(parent) })
+	// A dead server's cgroup: its start time is not the pid's.
+	stale := filepath.Join(parent, fmt.Sprintf("procwire-%d.12345-1", os.Getpid()))
+	require.NoError(t, os.Mkdir(stale, 0o755))
+	t.Cleanup(func() { _ = os.Remove(stale) })
+	sleeper := exec.Command("sleep", "300")
+	require.NoError(t, sleeper.Start())
+	require.NoError(t, os.WriteFile(filepath.Join(stale, "cgroup.procs"), []byte(fmt.Sprint(sleeper.Process.Pid)), 0))
+
+	_, maddr, logs := startServeOps(t, "--cgroup-parent", parent)
+	waited := make(chan error, 1)
+	go func() { waited <- sleeper.Wait() }()
+	select {
+	case err := <-waited:
+		require.Error(t, err, "the sleeper exited by itself?")
+	case <-time.After(testTimeout):
+		_ = sleeper.Process.Kill()
+		<-waited
+		t.Fatal("the dead server's process was not ended")
+	}
+	_, err = os.Stat(stale)
+	require.ErrorIs(t, err, os.ErrNotExist, "the dead server's cgroup is still there")
+	code, body := get(t, "http://"+maddr+"/metrics")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, "\nprocwire_swept_cgroups_total 1\n")
+	require.Contains(t, logs(), "swept the processes of servers that died")
+}
