@@ -332,6 +332,7 @@ func TestServeSweepsWhatADeadServerLeft(t *testing.T) {
 	t.Cleanup(func() { _ = os.Remove(stale) })
 	sleeper := exec.Command("sleep", "300")
 	require.NoError(t, sleeper.Start())
+	t.Cleanup(func() { _ = sleeper.Process.Kill() }) // already ended when the test passes
 	require.NoError(t, os.WriteFile(filepath.Join(stale, "cgroup.procs"), []byte(fmt.Sprint(sleeper.Process.Pid)), 0))
 
 	_, maddr, logs := startServeOps(t, "--cgroup-parent", parent)
