@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -257,7 +258,7 @@ func sweep(mode string) {
 		return
 	}
 	me := os.Getpid()
-	for {
+	for backoff := time.Duration(0); ; backoff = min(max(2*backoff, time.Millisecond), 64*time.Millisecond) {
 		pids := descendants(me)
 		if len(pids) == 0 {
 			return
@@ -265,6 +266,9 @@ func sweep(mode string) {
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
+		// A process killed in uninterruptible sleep dies only when it
+		// wakes: look again, less and less often.
+		time.Sleep(backoff)
 	}
 }
 
