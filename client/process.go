@@ -99,8 +99,11 @@ func (s ExitStatus) Signaled() bool { return s.Signal != "" }
 // Success reports whether the process exited with code 0.
 func (s ExitStatus) Success() bool { return s == ExitStatus{} }
 
-// String reads "exit status 3" or "signal: SIGKILL".
+// String reads "exit status 3", "signal: SIGKILL" or "signal: SIGKILL (oom)".
 func (s ExitStatus) String() string {
+	if s.Signaled() && s.Reason != "" {
+		return "signal: " + s.Signal + " (" + s.Reason + ")"
+	}
 	if s.Signaled() {
 		return "signal: " + s.Signal
 	}
