@@ -31,8 +31,11 @@ const (
 	// MaybeRunInit) that forwards signals and reaps; Destroy kills the init
 	// and the kernel kills every process of the namespace.
 	ContainPIDNamespace = "pid_namespace"
-	// ContainProcessGroup is the fallback: the process group the child
-	// leads. A descendant that calls setsid or setpgid leaves it.
+	// ContainProcessGroup is the fallback: the init is a child subreaper
+	// that ends its whole tree, found in /proc, at Destroy and when the
+	// server dies. Without an init (no MaybeRunInit), it is the process
+	// group the child leads, which a descendant that calls setsid or
+	// setpgid leaves.
 	ContainProcessGroup = "process_group"
 )
 
@@ -48,7 +51,18 @@ type ContainOptions struct {
 	// without controllers may hold processes and children at once.
 	// NewContainment ends what servers that died left in it (Swept).
 	CgroupParent string
+	// Limits bound each process's tree; NewContainment refuses limits
+	// this machine cannot enforce (ErrLimitUnavailable).
+	Limits Limits
+	// ChildOOMScoreAdj, when not nil, is each child's oom_score_adj;
+	// nil means DefaultChildOOMScoreAdj.
+	ChildOOMScoreAdj *int
 }
+
+// DefaultChildOOMScoreAdj is the oom_score_adj of every child unless
+// ContainOptions say otherwise: the highest, so that the kernel's OOM
+// killer takes a workload before the server.
+const DefaultChildOOMScoreAdj = 1000
 
 // Containment is how the processes it starts are held together, so that
 // Destroy ends every descendant. Create it with NewContainment, or use
@@ -58,8 +72,15 @@ type Containment struct {
 	cgroupParent string // ContainCgroup
 	owner        string // ContainCgroup: the prefix of this server's cgroups, ownerPrefix()
 	swept        int    // ContainCgroup: cgroups of dead servers ended at creation
-	seq          atomic.Uint64
+	pidnsOK      bool   // ContainCgroup: a PID namespace can be created too
+	lim          *limiter
+	childOOM     int
+	direct       bool // start children without an init, as without MaybeRunInit (tests)
 }
+
+// cgroupSeq numbers the cgroups of this server, across its containments,
+// which share its owner prefix.
+var cgroupSeq atomic.Uint64
 
 // ErrContainmentUnavailable is wrapped by NewContainment's error when the
 // kind asked for cannot be used here.
@@ -105,20 +126,67 @@ func NewContainment(opts ContainOptions) (*Containment, error) {
 		opts.CgroupParent = dir
 		return err
 	}); ok {
-		c.owner = ownerPrefix(os.Getpid())
 		c.swept = sweepDeadServers(c.cgroupParent)
-		return c, nil
+		c.pidnsOK = probeClone(&syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}) == nil
+		return c.withLimits(opts)
 	}
 	if c, ok := try(ContainPIDNamespace, probePIDNamespace); ok {
-		return c, nil
+		return c.withLimits(opts)
 	}
 	if c, ok := try(ContainProcessGroup, func() error { return nil }); ok {
-		return c, nil
+		return c.withLimits(opts)
 	}
 	if len(whyNot) == 0 {
 		return nil, fmt.Errorf("%w: unknown kind %q", ErrContainmentUnavailable, opts.Kind)
 	}
 	return nil, fmt.Errorf("%w: %s", ErrContainmentUnavailable, strings.Join(whyNot, "; "))
+}
+
+// withLimits completes a new containment with the limits and the
+// children's oom_score_adj of opts, and sweeps the v1 cgroups of servers
+// that died.
+func (c *Containment) withLimits(opts ContainOptions) (*Containment, error) {
+	c.owner = ownerPrefix(os.Getpid())
+	c.childOOM = DefaultChildOOMScoreAdj
+	if opts.ChildOOMScoreAdj != nil {
+		c.childOOM = *opts.ChildOOMScoreAdj
+	}
+	v2parent := ""
+	if c.kind == ContainCgroup {
+		v2parent = c.cgroupParent
+		own, _ := ownCgroup()
+		if err := delegate(v2parent, own == v2parent, opts.Limits); err != nil {
+			return nil, err
+		}
+	}
+	v1 := v1Dirs()
+	lm, err := newLimiter(opts.Limits, v2parent, c.initMode() != "", v1)
+	if err != nil {
+		return nil, err
+	}
+	c.lim = lm
+	c.swept += sweepV1(v1)
+	return c, nil
+}
+
+// LimitMechanisms says what enforces each limit set ("pids", "memory",
+// "cpu" → MechCgroupV2, MechCgroupV1 or MechRlimitAS), for serve's log.
+func (c *Containment) LimitMechanisms() map[string]string {
+	out := map[string]string{}
+	if c.lim != nil {
+		for k, v := range c.lim.mech {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Limits returns the limits in force for every process.
+func (c *Containment) Limits() Limits {
+	if c.lim == nil {
+		return Limits{}
+	}
+	return c.lim.limits
 }
 
 // Swept returns how many cgroups left by servers that died (their children
@@ -160,14 +228,7 @@ func sweepDeadServers(parent string) int {
 	}
 	var stale []*cgroup
 	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), "procwire-")
-		if !e.IsDir() || !ok {
-			continue
-		}
-		owner, _, ok := strings.Cut(rest, "-")
-		pidStr, start, ok2 := strings.Cut(owner, ".")
-		pid, err := strconv.Atoi(pidStr)
-		if !ok || !ok2 || err != nil || "procwire-"+pidStr+"."+start == ownerPrefix(pid) {
+		if !e.IsDir() || !deadServerCgroup(e.Name()) {
 			continue // not ours, or its server runs
 		}
 		g := &cgroup{dir: filepath.Join(parent, e.Name())}
@@ -181,6 +242,42 @@ func sweepDeadServers(parent string) int {
 		}
 	}
 	return len(stale)
+}
+
+// initMode says how a process of this containment runs under an init of
+// ours (initPIDNamespace or initGuardian), or "" when it cannot, because
+// the program does not call MaybeRunInit: then the child is started
+// directly, with Pdeathsig SIGKILL, and a descendant may outlive a server
+// that dies (README, "Containment").
+//
+// Under a cgroup, the init is pid 1 of a PID namespace inside the cgroup,
+// with Pdeathsig SIGKILL: the kernel ends the namespace when the server
+// dies, and Destroy's cgroup.kill ends it while the server lives. Under a
+// process group, it is a guardian: a child subreaper that ends its tree
+// when the server closes its control pipe or dies.
+func (c *Containment) initMode() string {
+	if !initHooked.Load() || c.direct {
+		return ""
+	}
+	switch {
+	case c.kind == ContainPIDNamespace, c.kind == ContainCgroup && c.pidnsOK:
+		return initPIDNamespace
+	}
+	return initGuardian
+}
+
+// deadServerCgroup reports whether name is a process's cgroup
+// ("procwire-PID.START-N") whose server is no longer running: PID is gone
+// or started at another time.
+func deadServerCgroup(name string) bool {
+	rest, ok := strings.CutPrefix(name, "procwire-")
+	if !ok {
+		return false
+	}
+	owner, _, ok := strings.Cut(rest, "-")
+	pidStr, start, ok2 := strings.Cut(owner, ".")
+	pid, err := strconv.Atoi(pidStr)
+	return ok && ok2 && err == nil && "procwire-"+pidStr+"."+start != ownerPrefix(pid)
 }
 
 // Kind returns one of the Contain constants.
@@ -307,10 +404,16 @@ type cgroup struct {
 
 // newCgroup creates the cgroup of a new process and opens it for
 // clone(CLONE_INTO_CGROUP).
-func (c *Containment) newCgroup() (*cgroup, int, error) {
-	dir := filepath.Join(c.cgroupParent, fmt.Sprintf("%s-%d", c.owner, c.seq.Add(1)))
+func (c *Containment) newCgroup(name string, l Limits) (*cgroup, int, error) {
+	dir := filepath.Join(c.cgroupParent, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, -1, fmt.Errorf("create cgroup: %w", err)
+	}
+	if c.lim.active() && c.lim.v2 {
+		if err := c.lim.writeV2(dir, l); err != nil {
+			os.Remove(dir)
+			return nil, -1, err
+		}
 	}
 	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {

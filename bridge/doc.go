@@ -5,10 +5,12 @@
 // Start forks the request's executable in a process group of its own, with
 // exactly the request's arguments, working directory and environment, only
 // file descriptors 0, 1 and 2, as Config.RunAs when set, and never through a
-// shell. The whole tree it starts is held in a Containment: a cgroup v2 of
-// its own, else a PID namespace under an init of ours (see MaybeRunInit),
-// else the process group; DefaultContainment picks the best the machine
-// allows. Three pumps, one goroutine each, move bytes between
+// shell, under a small init of ours (see MaybeRunInit) that gets the
+// request over a pipe and ends the child's whole tree when the server dies.
+// The whole tree is held in a Containment: a cgroup v2 of its own, else a
+// PID namespace, else the init's tree; DefaultContainment picks the best
+// the machine allows. A Containment may bound each tree (Limits) with
+// cgroup controllers. Three pumps, one goroutine each, move bytes between
 // the child's pipes and bounded memory:
 //
 //   - stdin: PushStdin queues bytes (at most Config.StdinWindow); the pump

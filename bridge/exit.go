@@ -50,6 +50,7 @@ wait:
 		_ = p.pidfd.reap()
 	}
 	_ = p.pidfd.close()
+	p.closeCtl()
 	if p.statusR != nil {
 		_ = p.statusR.Close()
 	}
@@ -59,6 +60,21 @@ wait:
 // namespace what its init reports; when the init died without a report
 // (SIGKILL), the init's.
 func (p *Process) childExit() (ExitStatus, error) {
+	st, err := p.childStatus()
+	if err == nil && st.Signal == "SIGKILL" {
+		dir := ""
+		if p.cgroup != nil {
+			dir = p.cgroup.dir
+		}
+		if oomKilled(dir, p.v1) {
+			st.Reason = ReasonOOM
+		}
+	}
+	return st, err
+}
+
+// childStatus is childExit's status, without the reason.
+func (p *Process) childStatus() (ExitStatus, error) {
 	if p.status != nil {
 		word, n, err := initStatus(p.status)
 		switch {

@@ -31,9 +31,13 @@ type Process struct {
 	pidfd     *pidfd // the child's (or the init's), on the poller; only waitChild uses it
 	contain   *Containment
 	cgroup    *cgroup       // ContainCgroup: the process's own cgroup
-	statusR   *os.File      // ContainPIDNamespace: the init's status pipe; closed by waitChild
+	v1        *v1Group      // the process's cgroups in v1 hierarchies, for limits
+	statusR   *os.File      // under an init: its status pipe; closed by waitChild
 	status    *bufio.Reader // on statusR
-	pidns     string        // ContainPIDNamespace: the namespace, as /proc/PID/ns/pid names it
+	ctlW      *os.File      // under an init: our end of its control pipe; see closeCtl
+	ctlClose  sync.Once
+	guardian  bool   // the init is a guardian (initGuardian), not a namespace's pid 1
+	pidns     string // under a namespace's init: the namespace, as /proc/PID/ns/pid names it
 	startedAt time.Time
 	notify    chan struct{}                     // capacity 1; see Notify
 	onChange  atomic.Pointer[func(proc.Change)] // see OnChange
@@ -98,11 +102,14 @@ func Start(req Request, cfg *Config) (*Process, error) {
 // pumps. A nil cfg means DefaultConfig. Validation and start failures are
 // *StartError.
 //
-// The child runs in a new process group (in ContainPIDNamespace, under the
-// init, which leads the group the server sees), as cfg.RunAs when set, with
-// only stdin, stdout and stderr open, and with Pdeathsig SIGKILL so that it
-// dies if the server dies (Linux ties Pdeathsig to the thread that forked;
-// Go ends a thread only when a goroutine locked to it exits without
+// The child runs in a new process group under an init of ours (see
+// MaybeRunInit and Containment.initMode), which leads the group the server
+// sees and ends the child's whole tree when the server dies; as cfg.RunAs
+// when set, with only stdin, stdout and stderr open, with the limits of the
+// containment and at its children's oom_score_adj. Without an init (a
+// program that does not call MaybeRunInit) the child itself leads the
+// group, with Pdeathsig SIGKILL (Linux ties Pdeathsig to the thread that
+// forked; Go ends a thread only when a goroutine locked to it exits without
 // unlocking). Signals the server ignores (SIG_IGN) stay ignored in the
 // child, as with any exec; signals the Go runtime handles are reset to their
 // defaults.
@@ -167,28 +174,62 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 	}
 	execPath, execArgv := path, argv
 	var (
-		cg      *cgroup
-		statusR *os.File
-		statusW *os.File
+		cg               *cgroup
+		v1               *v1Group
+		statusR, statusW *os.File
+		ctlR, ctlW       *os.File
 	)
-	switch ct.kind {
-	case ContainCgroup:
+	name := fmt.Sprintf("%s-%d", ct.owner, cgroupSeq.Add(1))
+	limits := ct.Limits().Tighten(c.Limits)
+	if ct.kind == ContainCgroup {
 		var fd int
-		if cg, fd, err = ct.newCgroup(); err != nil {
+		if cg, fd, err = ct.newCgroup(name, limits); err != nil {
 			closeAll()
 			return nil, startFailure(ReasonStartFailed, err)
 		}
 		defer syscall.Close(fd)
 		sys.UseCgroupFD, sys.CgroupFD = true, fd
-	case ContainPIDNamespace:
-		if statusR, statusW, err = pipe(); err != nil {
+	}
+	if ct.lim.active() && len(ct.lim.v1) > 0 {
+		if v1, err = ct.lim.newV1(name, limits); err != nil {
+			closeAll()
+			if cg != nil {
+				_ = cg.remove()
+			}
+			return nil, startFailure(ReasonStartFailed, err)
+		}
+	}
+	mode := ct.initMode()
+	var payload *initPayload
+	if mode != "" {
+		// The init gets nothing of the request on its command line or in
+		// its environment: both are world-readable in /proc. They follow
+		// on the control pipe.
+		if statusR, statusW, err = pipe(); err == nil {
+			ctlR, ctlW, err = pipe()
+		}
+		if err != nil {
 			closeAll()
 			return nil, startFailure(ReasonStartFailed, err)
 		}
-		sys.Cloneflags = syscall.CLONE_NEWPID
-		attr.Files = append(attr.Files, statusW.Fd())
+		if mode == initPIDNamespace {
+			sys.Cloneflags |= syscall.CLONE_NEWPID
+		} else {
+			// A guardian must outlive the server long enough to end its
+			// tree; it learns of the server's death by EOF on the
+			// control pipe.
+			sys.Pdeathsig = 0
+		}
+		attr.Files = append(attr.Files, statusW.Fd(), ctlR.Fd())
 		attr.Env = []string{initEnv}
-		execPath, execArgv = "/proc/self/exe", initArgs(path, argv, env)
+		execPath, execArgv = "/proc/self/exe", []string{initArg0}
+		payload = &initPayload{Mode: mode, Path: path, Argv: argv, Env: env, Harden: hardenFor(&c), Dir: req.WorkingDirectory,
+			Rlimits: ct.lim.rlimits(limits)}
+		if payload.Harden != nil {
+			// The init stays root, to drop the child's capabilities; the
+			// child is switched to its user (payload.Harden.Cred).
+			sys.Credential = nil
+		}
 	}
 	closeOnExecFrom3()
 	pid, err := syscall.ForkExec(execPath, execArgv, attr)
@@ -198,17 +239,25 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 	errW.Close()
 	if statusW != nil {
 		statusW.Close()
+		ctlR.Close()
 	}
 	fail := func(err error) (*Process, error) {
 		closeAll()
 		if cg != nil {
 			_ = cg.remove()
 		}
+		_ = v1.remove()
 		return nil, err
 	}
 	if err != nil {
 		return fail(forkFailure(err))
 	}
+	// The init (or the child) enters its v1 cgroups and takes the
+	// children's oom_score_adj before it starts anything: the init waits
+	// for its payload, sent below. A child started without an init may
+	// fork before, or be gone already (which is why its error is ignored);
+	// it and its descendants are bounded from then on.
+	admitErr := ct.admit(pid, v1)
 	pfd, err := newPidfd(pidFD)
 	if err != nil {
 		// Without a pidfd the child cannot be waited for: end it.
@@ -224,8 +273,14 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 	var status *bufio.Reader
 	if statusR != nil {
 		// The init says whether it could start the child.
-		status = bufio.NewReader(statusR)
-		word, n, err := initStatus(status)
+		status = bufio.NewReaderSize(statusR, 64) // lines of a few bytes: "started", "exit 3"
+		word, n, err := "", 0, admitErr
+		if err == nil {
+			err = writePayload(ctlW, payload)
+		}
+		if err == nil {
+			word, n, err = initStatus(status)
+		}
 		if err != nil || word != "started" {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			if _, werr := pfd.waitExited(); werr == nil {
@@ -247,6 +302,9 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		cgroup:     cg,
 		statusR:    statusR,
 		status:     status,
+		ctlW:       ctlW,
+		v1:         v1,
+		guardian:   mode == initGuardian,
 		startedAt:  started,
 		notify:     make(chan struct{}, 1),
 		stdinW:     inW,
@@ -261,7 +319,7 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		stderrDone: make(chan struct{}),
 		waitDone:   make(chan struct{}),
 	}
-	if ct.kind == ContainPIDNamespace {
+	if mode == initPIDNamespace {
 		p.pidns, _ = os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
 	}
 	p.inCond = sync.NewCond(&p.inMu)
@@ -273,8 +331,8 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 	return p, nil
 }
 
-// Pid returns the child's process id, which is also its process group id;
-// in ContainPIDNamespace, the init's.
+// Pid returns the process id of the child's init, which is also the
+// process group id the server signals; without an init, the child's.
 func (p *Process) Pid() int { return p.pid }
 
 // StartedAt returns when the child was started.
@@ -449,6 +507,14 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 	if p.published || p.destroying {
 		return false, nil
 	}
+	if p.guardian && sig == syscall.SIGKILL {
+		// SIGKILL would end the guardian, not the child: the guardian
+		// sends it.
+		if _, err := p.ctlW.Write([]byte{ctlKill}); err != nil {
+			return false, nil // the init is gone
+		}
+		return true, nil
+	}
 	// The leader is not reaped before destroying is set, so the group id
 	// is still ours.
 	if err := syscall.Kill(-p.pid, sig); err != nil {
@@ -544,6 +610,11 @@ func (p *Process) Destroy() error {
 func (p *Process) kill() {
 	if p.cgroup != nil {
 		_ = p.cgroup.kill()
+	} else if p.guardian {
+		// Its tree is the guardian's to end, since a descendant may have
+		// left the group; it exits once nothing of it is left.
+		p.closeCtl()
+		return
 	}
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	_ = syscall.Kill(p.pid, syscall.SIGKILL)
@@ -564,13 +635,16 @@ func (p *Process) waitContainmentGone(deadline time.Time, stop <-chan time.Time)
 		if err := p.cgroup.remove(); err != nil {
 			return fmt.Errorf("destroy process: remove cgroup: %w", err)
 		}
+		_ = p.v1.remove()
 	case ContainPIDNamespace:
 		// The kernel ends every process of the namespace before its init's
 		// exit completes, and the init is reaped: nothing is left.
+		_ = p.v1.remove()
 	default:
 		if !waitGroupGone(p.pid, stop) {
 			return p.survivors()
 		}
+		_ = p.v1.remove()
 	}
 	return nil
 }
@@ -593,6 +667,10 @@ func (p *Process) survivors() error {
 	default:
 		e.Containment = "process group " + strconv.Itoa(p.pid)
 		pids = procsWhere(func(_ int, stat []string) bool { return stat[2] == strconv.Itoa(p.pid) })
+		if p.guardian {
+			e.Containment = "tree of guardian " + strconv.Itoa(p.pid)
+			pids = append(pids, descendants(p.pid)...)
+		}
 	}
 	if len(pids) == 0 {
 		return &DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: "death of the " + e.Containment}
@@ -603,6 +681,26 @@ func (p *Process) survivors() error {
 		e.Survivors = append(e.Survivors, proc.Survivor{Pid: pid, Command: strings.TrimSpace(string(comm))})
 	}
 	return e
+}
+
+// admit puts a new child (or its init), pid, in its v1 cgroups and gives
+// it the children's oom_score_adj.
+func (ct *Containment) admit(pid int, v1 *v1Group) error {
+	if err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(ct.childOOM)), 0); err != nil {
+		return fmt.Errorf("oom_score_adj: %w", err)
+	}
+	if v1 != nil {
+		return v1.join(pid)
+	}
+	return nil
+}
+
+// closeCtl closes our end of the init's control pipe once: the init
+// kills its whole tree and exits.
+func (p *Process) closeCtl() {
+	if p.ctlW != nil {
+		p.ctlClose.Do(func() { p.ctlW.Close() })
+	}
 }
 
 // closeStdinW closes our end of the child's stdin once.

@@ -34,6 +34,7 @@ const (
 	ReasonPermissionDenied        = proc.ReasonPermissionDenied
 	ReasonWorkingDirectoryInvalid = proc.ReasonWorkingDirectoryInvalid
 	ReasonStartFailed             = proc.ReasonStartFailed
+	ReasonOOM                     = proc.ReasonOOM
 
 	DefaultStdoutWindow = proc.DefaultStdoutWindow
 	DefaultStderrRing   = proc.DefaultStderrRing

@@ -519,7 +519,7 @@ func (m *machine) exited(f *frames.Exit) (events, error) {
 	if m.exit == nil && m.err != nil {
 		return 0, nil // the handle has settled without it
 	}
-	s := ExitStatus{Code: f.Code, Signal: f.Signal}
+	s := ExitStatus{Code: f.Code, Signal: f.Signal, Reason: f.Reason}
 	if m.exit == nil {
 		m.exit = &s
 		return evWake, nil

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/procwire/procwire/frames"
 )
 
 // Options configure Open. A nil *Options means all defaults.
@@ -69,6 +71,12 @@ type Options struct {
 	// that refuses compression (or predates it: then the open fails with
 	// 1007 open.output_enc: unknown_field) is answered as usual.
 	Compress bool
+	// Limits, when not nil, asks the server for limits on the process's
+	// tree tighter than its own (PROTOCOL.md §3, open.limits); Evidence
+	// then says the limits in force. A server that cannot give them
+	// refuses the open (SandboxCapabilityUnavailable, requirement
+	// "resources").
+	Limits *frames.Limits
 	// Logger receives connection events (losses, resumes); nil discards
 	// them.
 	Logger *slog.Logger

@@ -85,6 +85,9 @@ type Process struct {
 type ExitStatus struct {
 	Code   int
 	Signal string
+	// Reason, when not empty, says why the process ended: "oom" when the
+	// kernel's OOM killer ended it (Signal is then SIGKILL).
+	Reason string
 }
 
 // Exited reports whether the process exited normally with Code.
@@ -96,8 +99,11 @@ func (s ExitStatus) Signaled() bool { return s.Signal != "" }
 // Success reports whether the process exited with code 0.
 func (s ExitStatus) Success() bool { return s == ExitStatus{} }
 
-// String reads "exit status 3" or "signal: SIGKILL".
+// String reads "exit status 3", "signal: SIGKILL" or "signal: SIGKILL (oom)".
 func (s ExitStatus) String() string {
+	if s.Signaled() && s.Reason != "" {
+		return "signal: " + s.Signal + " (" + s.Reason + ")"
+	}
 	if s.Signaled() {
 		return "signal: " + s.Signal
 	}
@@ -170,7 +176,8 @@ func Open(ctx context.Context, url, instanceID string, req frames.ProcessRequest
 	if url, err = o.target(url); err != nil {
 		return nil, err
 	}
-	open := &frames.Open{InstanceID: instanceID, Request: req, StdoutWindow: o.StdoutWindow, StdinWindow: o.StdinWindow}
+	open := &frames.Open{InstanceID: instanceID, Request: req, StdoutWindow: o.StdoutWindow, StdinWindow: o.StdinWindow,
+		ExitReasons: frames.ExitReasonOOM, Limits: o.Limits}
 	if o.Compress {
 		open.OutputEnc, open.StdinEnc = frames.EncS2, frames.EncS2
 	}

@@ -510,6 +510,10 @@ func (d *Decoder) value(fd *field, p any, parent string) *DecodeError {
 			*g = new(Gap)
 			obj, ok = *g, true
 		}
+		if l, isLimits := p.(**Limits); isLimits {
+			*l = new(Limits)
+			obj, ok = *l, true
+		}
 		if !ok {
 			panic("frames: no binding for " + fd.name)
 		}
@@ -539,7 +543,7 @@ func (d *Decoder) value(fd *field, p any, parent string) *DecodeError {
 // interned holds the vocabulary strings, so decoding them allocates nothing.
 var interned = func() map[string]string {
 	m := map[string]string{WireRevision: WireRevision, SignalDelivered: SignalDelivered,
-		SignalAlreadyExited: SignalAlreadyExited, EncS2: EncS2}
+		SignalAlreadyExited: SignalAlreadyExited, EncS2: EncS2, ExitReasonOOM: ExitReasonOOM}
 	for s := range exitSignals {
 		m[s] = s
 	}

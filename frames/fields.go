@@ -27,6 +27,7 @@ const (
 	rSignal                 // SIGINT, SIGTERM, SIGKILL
 	rExitSignal             // ExitSignalName
 	rResult                 // SignalDelivered, SignalAlreadyExited
+	rExitReason             // ExitReasonOOM
 	rErrorCode              // ErrorCode.Valid
 	rData                   // base64, 1..MaxData bytes decoded
 	rEncList                // comma-separated encoding names
@@ -93,6 +94,11 @@ const (
 )
 
 var (
+	limitsSchema = &schema{name: "limits", fields: []field{
+		intIn("pids", false, 1, math.MaxInt64),
+		intIn("memory", false, 1, math.MaxInt64),
+		intIn("cpu_millicores", false, 1, math.MaxInt64),
+	}}
 	gapSchema = &schema{name: "gap", fields: []field{
 		offset("requested"),
 		offset("oldest"),
@@ -113,6 +119,7 @@ var (
 		str("working_directory", rPath, true),
 		str("arguments_digest", rDigest, true),
 		str("started_at", rTime, true),
+		object("limits", limitsSchema, false),
 	}}
 )
 
@@ -133,7 +140,9 @@ var schemas = [...]*schema{
 		str("open_key", rToken, false),
 		str("output_enc", rEncList, false),
 		str("stdin_enc", rEncList, false),
-		boolean("pings")),
+		boolean("pings"),
+		str("exit_reasons", rEncList, false),
+		object("limits", limitsSchema, false)),
 	TypeResume: frame(TypeResume,
 		str("process_id", rProcessID, true),
 		str("token", rToken, true),
@@ -177,7 +186,8 @@ var schemas = [...]*schema{
 	TypeStderr:    frame(TypeStderr, offset("off"), field{name: "data", rule: rData, req: true}, str("enc", rEnc, false)),
 	TypeExit: frame(TypeExit,
 		intIn("code", false, 0, 255),
-		str("signal", rExitSignal, false)),
+		str("signal", rExitSignal, false),
+		str("reason", rExitReason, false)),
 	TypeSignaled: frame(TypeSignaled,
 		intIn("id", true, 1, math.MaxInt64),
 		str("result", rResult, true)),
@@ -288,6 +298,8 @@ func (s *schema) present(obj fielder, i int) bool {
 	case *bool:
 		return *p
 	case **Gap:
+		return *p != nil
+	case **Limits:
 		return *p != nil
 	}
 	panic("frames: no presence rule for " + fd.name)
@@ -419,6 +431,10 @@ func checkString[T ~string | ~[]byte](r rule, s T) (Kind, string) {
 		if string(s) != SignalDelivered && string(s) != SignalAlreadyExited {
 			return KindBadValue, "not delivered or already_exited"
 		}
+	case rExitReason:
+		if string(s) != ExitReasonOOM {
+			return KindBadValue, "not oom"
+		}
 	case rErrorCode:
 		if !ErrorCode(s).Valid() {
 			return KindBadValue, "not an error code"
@@ -454,7 +470,7 @@ func validUTF8[T ~string | ~[]byte](s T) bool { return utf8.ValidString(string(s
 
 func (f *Open) field(i int) any {
 	return [...]any{nil, &f.InstanceID, &f.Request, &f.StdoutWindow, &f.StdinWindow, &f.OpenKey,
-		&f.OutputEnc, &f.StdinEnc, &f.Pings}[i]
+		&f.OutputEnc, &f.StdinEnc, &f.Pings, &f.ExitReasons, &f.Limits}[i]
 }
 func (f *Resume) field(i int) any {
 	return [...]any{nil, &f.ProcessID, &f.Token, &f.StdoutReceived, &f.StderrReceived, &f.Pings}[i]
@@ -477,7 +493,7 @@ func (f *Credit) field(i int) any    { return [...]any{nil, &f.StdinReceived, &f
 func (f *Stdout) field(i int) any    { return [...]any{nil, &f.Off, &f.Data, &f.Enc}[i] }
 func (f *StdoutEOF) field(i int) any { return [...]any{nil, &f.Off}[i] }
 func (f *Stderr) field(i int) any    { return [...]any{nil, &f.Off, &f.Data, &f.Enc}[i] }
-func (f *Exit) field(i int) any      { return [...]any{nil, &f.Code, &f.Signal}[i] }
+func (f *Exit) field(i int) any      { return [...]any{nil, &f.Code, &f.Signal, &f.Reason}[i] }
 func (f *Signaled) field(i int) any  { return [...]any{nil, &f.ID, &f.Result}[i] }
 func (f *Destroyed) field(i int) any { return [...]any{nil, &f.ProcessID}[i] }
 func (f *Error) field(i int) any {
@@ -489,8 +505,11 @@ func (r *ProcessRequest) field(i int) any {
 }
 func (e *Evidence) field(i int) any {
 	return [...]any{&e.WireRevision, &e.Provider, &e.ProviderRevision, &e.InstanceID, &e.ProcessID,
-		&e.Executable, &e.WorkingDirectory, &e.ArgumentsDigest, &e.StartedAt}[i]
+		&e.Executable, &e.WorkingDirectory, &e.ArgumentsDigest, &e.StartedAt, &e.Limits}[i]
 }
 func (f *Ping) field(i int) any { return [...]any{nil, &f.ID}[i] }
 func (f *Pong) field(i int) any { return [...]any{nil, &f.ID}[i] }
 func (g *Gap) field(i int) any  { return [...]any{&g.Requested, &g.Oldest}[i] }
+func (l *Limits) field(i int) any {
+	return [...]any{&l.Pids, &l.Memory, &l.CPUMillicores}[i]
+}

@@ -137,6 +137,16 @@ type Open struct {
 	// Ping with a Pong. For a peer that cannot see WebSocket pings (a
 	// browser). False (absent): none, as before.
 	Pings bool
+	// ExitReasons lists the exit reasons the client understands, in the
+	// same form ("oom"): the server sends exit's Reason only when listed.
+	// Empty (absent): none, exit carries code or signal alone.
+	ExitReasons string
+	// Limits, optional, asks for limits on the process's tree tighter
+	// than (or as tight as) the server's; one above the server's, or one
+	// the server does not enforce, is refused with
+	// SandboxCapabilityUnavailable{requirement: "resources"}. With it,
+	// even empty, opened's evidence says the limits in force.
+	Limits *Limits
 }
 
 // EncS2 names the S2 block encoding (github.com/klauspost/compress/s2) of
@@ -221,6 +231,17 @@ type Evidence struct {
 	WorkingDirectory string // as requested
 	ArgumentsDigest  string // ArgumentsDigest(request.Arguments)
 	StartedAt        string // canonical UTC, see FormatTime
+	// Limits are the limits in force for the process's tree; sent only to
+	// a client whose open carried limits (possibly empty). Nil: not said.
+	Limits *Limits
+}
+
+// Limits bound a process's whole tree: in open, the tighter limits a
+// client asks for; in evidence, those in force. A zero field is no limit.
+type Limits struct {
+	Pids          int64 // most tasks (processes and threads)
+	Memory        int64 // most memory, in bytes
+	CPUMillicores int64 // most CPU time, in thousandths of a core
 }
 
 // Opened answers Open.
@@ -306,7 +327,14 @@ type Stderr struct {
 type Exit struct {
 	Code   int
 	Signal string
+	// Reason, optional, says why the process ended when the server knows
+	// more than the status: ExitReasonOOM.
+	Reason string
 }
+
+// ExitReasonOOM: the kernel's OOM killer ended the process (its signal is
+// SIGKILL), because it reached its memory limit or the machine ran out.
+const ExitReasonOOM = "oom"
 
 // Results of a signal frame.
 const (

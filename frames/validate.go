@@ -132,6 +132,8 @@ func validateValue(fd *field, p any, parent string) *DecodeError {
 		return nil
 	case **Gap:
 		return validateObject(fd.sub, *p, path)
+	case **Limits:
+		return validateObject(fd.sub, *p, path)
 	case fielder:
 		return validateObject(fd.sub, p, path)
 	}
@@ -189,6 +191,12 @@ func equalValue(sub *schema, a, b any) bool {
 			return *a == nil && gb == nil
 		}
 		return equalObject(sub, *a, gb)
+	case **Limits:
+		lb := *b.(**Limits)
+		if *a == nil || lb == nil {
+			return *a == nil && lb == nil
+		}
+		return equalObject(sub, *a, lb)
 	case fielder:
 		return equalObject(sub, a, b.(fielder))
 	}

@@ -35,6 +35,10 @@ type Config struct {
 	// RunAs, when set, is the user and groups the child runs as; nil runs
 	// it as the server's own user.
 	RunAs *User
+	// Limits, when set, tighten the limits of the containment for this
+	// process (never loosen them; see Limits.Tighten). Zero: the
+	// containment's.
+	Limits Limits
 }
 
 // User is an identity a child runs as: a user id, a primary group and the

@@ -7,7 +7,13 @@ import "strconv"
 type ExitStatus struct {
 	Code   int
 	Signal string
+	// Reason, when not empty, says why: ReasonOOM.
+	Reason string
 }
+
+// ReasonOOM is the ExitStatus.Reason of a child the kernel's OOM killer
+// ended (Signal is SIGKILL).
+const ReasonOOM = "oom"
 
 // String returns "exit 3" or "signal SIGTERM".
 func (s ExitStatus) String() string {

@@ -35,6 +35,10 @@ func (e BridgeExecutor) Start(_ context.Context, req proc.Request, cfg proc.Conf
 	return p, nil
 }
 
+// Limits returns the limits of the containment, in force for every
+// process: it makes BridgeExecutor a Limiter.
+func (e BridgeExecutor) Limits() proc.Limits { return e.containment().Limits() }
+
 // ContainmentName describes the containment, such as "cgroup under
 // /sys/fs/cgroup/procwire.service" or "process_group".
 func (e BridgeExecutor) ContainmentName() string { return e.containment().String() }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -371,6 +372,22 @@ func groupGone(pgid int) bool {
 
 // wchan returns the kernel function process pid sleeps in.
 func wchan(pid int) string {
+	// pid is the process's init (bridge.MaybeRunInit): the child is its
+	// child.
+	if cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); string(cmd) == "procwire-init\x00" {
+		stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+		for _, st := range stats {
+			b, err := os.ReadFile(st)
+			if err != nil {
+				continue
+			}
+			s := string(b)
+			if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+				pid, _ = strconv.Atoi(strings.Split(st, "/")[2])
+				break
+			}
+		}
+	}
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/wchan")
 	return string(b)
 }

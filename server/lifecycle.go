@@ -166,6 +166,15 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		DestroyWait:  cfg.DestroyWait,
 		RunAs:        cfg.RunAs,
 	}
+	limits, inForce, err := openLimits(cfg.Executor, f.Limits)
+	if err != nil {
+		s.mu.Lock()
+		delete(s.instances, f.InstanceID)
+		delete(s.opening, f.InstanceID)
+		s.mu.Unlock()
+		return c.refuse(resourcesError(opOpen, err.Error())), false
+	}
+	bcfg.Limits = limits
 	cost := processCost(bcfg.StdoutWindow, bcfg.StdinWindow, bcfg.StderrRing)
 	if !s.budget.take(cost) {
 		s.mu.Lock()
@@ -214,6 +223,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 			WorkingDirectory: req.WorkingDirectory,
 			ArgumentsDigest:  frames.ArgumentsDigest(req.Arguments),
 			StartedAt:        frames.FormatTime(p.StartedAt()),
+			Limits:           inForce,
 		},
 		p:            p,
 		log:          s.log.With("process", id, "instance", f.InstanceID),
@@ -227,6 +237,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		kick:         make(chan struct{}, 1),
 	}
 	se.setAttachedLocked(c) // not yet shared: no lock needed
+	se.exitReasons = f.ExitReasons
 	if !cfg.NoCompression {
 		if frames.EncListHas(f.OutputEnc, frames.EncS2) {
 			se.outEnc = frames.EncS2

@@ -27,17 +27,18 @@ const (
 // session.mu, then the process's own locks (Stdout, Stderr, stdin), never
 // the reverse, and Server.mu is never held while taking session.mu.
 type session struct {
-	srv        *Server
-	id         string // process id, 32 hex digits
-	token      string // resume token, 64 hex digits; never logged
-	instanceID string
-	openKey    string // the open's open_key, or ""; secret, never logged
-	evidence   frames.Evidence
-	opened     *frames.Opened // the first answer, repeated for a repeated open
-	outEnc     string         // encoding chosen for stdout and stderr payloads, or ""
-	inEnc      string         // encoding chosen for stdin payloads, or ""
-	p          Process
-	log        *slog.Logger
+	srv         *Server
+	id          string // process id, 32 hex digits
+	token       string // resume token, 64 hex digits; never logged
+	instanceID  string
+	openKey     string // the open's open_key, or ""; secret, never logged
+	evidence    frames.Evidence
+	opened      *frames.Opened // the first answer, repeated for a repeated open
+	outEnc      string         // encoding chosen for stdout and stderr payloads, or ""
+	exitReasons string         // the open's exit_reasons: the reasons exit may carry
+	inEnc       string         // encoding chosen for stdin payloads, or ""
+	p           Process
+	log         *slog.Logger
 
 	stdoutWindow int
 	stdinWindow  int
@@ -190,7 +191,18 @@ func (s *session) exitFrame() *frames.Exit {
 	if !ok {
 		return nil
 	}
-	return &frames.Exit{Code: st.Code, Signal: st.Signal}
+	return s.exitOf(st)
+}
+
+// exitOf is the exit frame of st: with its reason only when the client's
+// open listed it in exit_reasons (an earlier client refuses a field it does
+// not know).
+func (s *session) exitOf(st proc.ExitStatus) *frames.Exit {
+	f := &frames.Exit{Code: st.Code, Signal: st.Signal}
+	if st.Reason != "" && frames.EncListHas(s.exitReasons, st.Reason) {
+		f.Reason = st.Reason
+	}
+	return f
 }
 
 // awaitDestroyLocked waits, while a destroy is in progress, until it

@@ -272,7 +272,7 @@ func (c *conn) step() (progressed bool, err error) {
 	// already waited ExitWait and stdout goes on after exit.
 	if exited && !c.exitSent && (!eof || c.eofSent) {
 		c.exitSent = true
-		if err := c.write(&frames.Exit{Code: exit.Code, Signal: exit.Signal}); err != nil {
+		if err := c.write(se.exitOf(exit)); err != nil {
 			return false, err
 		}
 		progressed = true

@@ -29,7 +29,16 @@ listens on loopback only; a token shorter than 16 bytes is refused, and a
 token without TLS on an address that is not loopback is warned about (the
 token would travel in clear text). The Go runtime's soft memory limit is
 --max-memory plus 64 MiB (unless $GOMEMLIMIT is set), and the server's RSS
-stays within --max-memory plus 128 MiB.`,
+stays within --max-memory plus 128 MiB.
+
+The server makes itself non-dumpable, so that no child can read its memory
+or environment. Every child starts with no_new_privs, no capability (as root
+too; --child-caps keeps some), umask 0022 (--child-umask) and defined limits
+(no core file, 1024 open files). Serving as root without --run-as or
+--run-as-range is warned about: every child then runs as root, and can read
+root's files and signal or read the memory of every other child.
+--run-as-range gives each child a uid and gid of its own, so that no child
+can read, signal or ptrace another.`,
 		run: serve,
 	})
 }
@@ -65,7 +74,8 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	fs.Var((*originList)(&cfg.OriginPatterns), "allow-origin", "accept a browser page whose Origin host matches `pattern` (path.Match, \"host:port\" or \"scheme://host:port\"), besides the server's own host (repeatable)")
 	fs.BoolVar(&cfg.NoCompression, "no-compression", false, "never compress stdout and stderr nor accept compressed stdin, whatever an open asks for")
 	logLevel := fs.String("log-level", "info", "log at `level` debug, info, warn or error")
-	runAs := fs.String("run-as", "", "run every child as `user` (a name or uid) and its groups; needs root")
+	iso := addIsolationFlags(fs)
+	limits := addLimitFlags(fs)
 	ops := addOpsFlags(fs)
 	drainTimeout := addDrainFlag(fs)
 	pos, _, status, ok := parse(c, fs, args, -1, io, 2)
@@ -103,13 +113,15 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 		return fail(err)
 	}
 	defer stopReload()
-	if *runAs != "" {
-		if cfg.RunAs, err = lookupRunAs(*runAs); err != nil {
-			return fail(err)
-		}
+	if err := iso.configure(&cfg); err != nil {
+		return fail(err)
 	}
+	iso.warn(log)
 	cfg.Token, cfg.Logger = token, log
 	reg := ops.configure(&cfg)
+	if err := limits.configure(&cfg, log, reg); err != nil {
+		return fail(err)
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return fail(err)
@@ -134,7 +146,7 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }() // ln speaks TLS itself
 	log.Info("listening", "url", url, "auth", token != "", "provider_revision", server.Revision,
-		"containment", srv.Stats().Containment, "run_as", *runAs)
+		"containment", srv.Stats().Containment, "run_as", iso.runAs, "run_as_range", iso.runAsRange)
 
 	status = 0
 	select {

@@ -104,7 +104,10 @@ export interface CallOptions {
 export type Bytes = Uint8Array<ArrayBuffer>;
 
 /** How the process ended: exactly one of code and signal is set. */
-export type Exit = { readonly code: number; readonly signal?: undefined } | { readonly code?: undefined; readonly signal: string };
+export type Exit =
+  | { readonly code: number; readonly signal?: undefined }
+  /** reason "oom": the kernel's OOM killer ended the process (PROTOCOL.md §exit). */
+  | { readonly code?: undefined; readonly signal: string; readonly reason?: string };
 
 /** A signal a client may send. */
 export type SignalName = "SIGINT" | "SIGTERM" | "SIGKILL";
@@ -992,7 +995,10 @@ class Proc {
 
   private onExit(f: ExitFrame): void {
     if (this.err) return; // the handle has settled without it
-    const e: Exit = f.signal !== undefined ? Object.freeze({ signal: f.signal }) : Object.freeze({ code: Number(f.code ?? 0) });
+    const e: Exit =
+      f.signal !== undefined
+        ? Object.freeze(f.reason !== undefined ? { signal: f.signal, reason: f.reason } : { signal: f.signal })
+        : Object.freeze({ code: Number(f.code ?? 0) });
     if (this.exit === undefined) {
       this.exit = e;
       this.exitResolve(e);

@@ -58,6 +58,15 @@ export interface Evidence {
   working_directory: string;
   arguments_digest: string;
   started_at: string;
+  /** The limits in force; sent only when the open carried limits. */
+  limits?: Limits;
+}
+
+/** Limits on a process's tree: asked for in open, in force in evidence; an absent member is no limit. */
+export interface Limits {
+  pids?: Int;
+  memory?: Int;
+  cpu_millicores?: Int;
 }
 
 /** The gap of a replay_gap error. */
@@ -80,6 +89,10 @@ export interface OpenFrame {
   stdin_enc?: string;
   /** Asks for application-level pings on this connection (ping/pong frames); for a peer that cannot see WebSocket pings. */
   pings?: boolean;
+  /** Exit reasons the client understands, comma-separated ("oom"); exit carries reason only when listed. */
+  exit_reasons?: string;
+  /** Tighter limits asked for the process's tree; with it, even {}, evidence says the limits in force. */
+  limits?: Limits;
 }
 export interface ResumeFrame {
   type: "resume";
@@ -176,6 +189,8 @@ export interface ExitFrame {
   type: "exit";
   code?: Int;
   signal?: string;
+  /** Why the process ended, when the server knows: "oom" (the OOM killer; signal is SIGKILL). */
+  reason?: string;
 }
 export interface SignaledFrame {
   type: "signaled";
@@ -306,6 +321,7 @@ type Rule =
   | "wire"
   | "signal"
   | "exit_signal"
+  | "exit_reason"
   | "result"
   | "error_code"
   | "data"
@@ -350,6 +366,11 @@ function schema(name: string, frame: boolean, fields: Field[]): Schema {
 }
 
 const gapSchema = schema("gap", false, [offset("requested"), offset("oldest")]);
+const limitsSchema = schema("limits", false, [
+  intIn("pids", false, 1n, MAX_INT64),
+  intIn("memory", false, 1n, MAX_INT64),
+  intIn("cpu_millicores", false, 1n, MAX_INT64),
+]);
 const requestSchema = schema("request", false, [
   str("executable", "text", true),
   f("arguments", "args", true),
@@ -366,6 +387,7 @@ const evidenceSchema = schema("evidence", false, [
   str("working_directory", "path", true),
   str("arguments_digest", "digest", true),
   str("started_at", "time", true),
+  obj("limits", limitsSchema, false),
 ]);
 
 /** Evidence field names in canonical order. */
@@ -387,6 +409,8 @@ for (const s of [
     str("output_enc", "enc_list", false),
     str("stdin_enc", "enc_list", false),
     f("pings", "bool", false),
+    str("exit_reasons", "enc_list", false),
+    obj("limits", limitsSchema, false),
   ]),
   schema("resume", true, [
     str("process_id", "process_id", true),
@@ -431,7 +455,7 @@ for (const s of [
   schema("stdout", true, [offset("off"), f("data", "data", true), str("enc", "enc", false)]),
   schema("stdout_eof", true, [offset("off")]),
   schema("stderr", true, [offset("off"), f("data", "data", true), str("enc", "enc", false)]),
-  schema("exit", true, [intIn("code", false, 0n, 255n), str("signal", "exit_signal", false)]),
+  schema("exit", true, [intIn("code", false, 0n, 255n), str("signal", "exit_signal", false), str("reason", "exit_reason", false)]),
   schema("signaled", true, [intIn("id", true, 1n, MAX_INT64), str("result", "result", true)]),
   schema("destroyed", true, [str("process_id", "process_id", true)]),
   schema("error", true, [
@@ -643,6 +667,8 @@ function checkString(rule: Rule, b: Uint8Array): Kind | "" {
       return validExitSignal(asText(b)) ? "" : "bad_signal";
     case "result":
       return ["delivered", "already_exited"].includes(asText(b)) ? "" : "bad_value";
+    case "exit_reason":
+      return asText(b) === "oom" ? "" : "bad_value";
     case "error_code":
       return ERROR_CODES.has(asText(b)) ? "" : "bad_value";
     case "enc_list":

@@ -60,3 +60,21 @@ test("s2 blocks of the golden vectors inflate as the Go encoder compressed them"
   const block = Uint8Array.from([10, 2 << 2, 0x61, 0x62, 0x63, 1 | (3 << 2), 3]);
   assert.equal(Buffer.from(inflateS2(block, 64)).toString(), "abcabcabca");
 });
+
+test("exit's optional reason: oom round-trips, anything else is refused", () => {
+  const line = '{"type":"exit","signal":"SIGKILL","reason":"oom"}';
+  const f = decode(line);
+  assert.equal(f.reason, "oom");
+  assert.equal(f.signal, "SIGKILL");
+  assert.equal(Buffer.from(encode(f)).toString(), line + "\n");
+  assert.throws(() => decode('{"type":"exit","signal":"SIGKILL","reason":"OOM"}'), (e) => e instanceof DecodeError && e.kind === "bad_value" && e.field === "reason");
+});
+
+test("open.limits and evidence.limits: optional objects of optional bounded integers", () => {
+  const open = '{"type":"open","instance_id":"i","request":{"executable":"cat","arguments":[],"working_directory":"/","environment":{}},"limits":{"pids":100,"cpu_millicores":1500}}';
+  const f = decode(open);
+  assert.equal(f.limits.pids, 100);
+  assert.equal(f.limits.cpu_millicores, 1500);
+  assert.equal(Buffer.from(encode(f)).toString(), open + "\n");
+  assert.throws(() => decode(open.replace('"pids":100', '"pids":0')), (e) => e instanceof DecodeError && e.kind === "out_of_bounds" && e.field === "limits.pids");
+});
