@@ -549,13 +549,9 @@ func (p *Process) Destroy() error {
 	defer timer.Stop()
 	if !p.destroyStart {
 		p.destroyStart = true
-		// The pumps stop before the kill: the kill closes the child's pipe
-		// ends, and the stdout pump must not take the end that causes for
-		// the stream's EOF (a destroyed stream has none).
-		p.inMu.Lock()
-		p.inStop = true
-		p.inCond.Signal()
-		p.inMu.Unlock()
+		// The stdout pump stops before the kill: the kill closes the
+		// child's pipe ends, and the pump must not take the end that causes
+		// for the stream's EOF (a destroyed stream has none).
 		p.outMu.Lock()
 		p.outStop = true
 		p.outCond.Signal()
@@ -565,6 +561,15 @@ func (p *Process) Destroy() error {
 		p.destroying = true
 		p.kill()
 		p.mu.Unlock()
+
+		// The stdin pump stops after it: ending, it closes the child's
+		// stdin, and a child that read that EOF before the kill could exit
+		// on its own (cat: exit 0), so that a destroyed process's exit
+		// would not say SIGKILL (TestDrainSecondSignalMeansNow, under load).
+		p.inMu.Lock()
+		p.inStop = true
+		p.inCond.Signal()
+		p.inMu.Unlock()
 		close(p.destroyCh) // only now may the leader be reaped
 
 		p.closeStdinW()

@@ -134,14 +134,15 @@ func TestUIDPoolStart(t *testing.T) {
 	require.NoError(t, procs[1].Destroy())
 	require.Equal(t, 0, p.Leased())
 
-	// A working directory the leased uid may not enter: the child's chdir,
-	// after it switched to its uid, fails, and the uid goes back.
+	// A working directory the leased uid may not enter is refused as one
+	// that is not there (the checks run as the uid, so that the refusal
+	// tells nothing the uid could not see), and the uid goes back.
 	locked := t.TempDir()
 	require.NoError(t, os.Chmod(locked, 0o700)) // root's
 	_, err = p.Start(DefaultContainment(), Request{Executable: "/bin/true", WorkingDirectory: locked}, nil)
 	var se *StartError
 	require.ErrorAs(t, err, &se)
-	require.Equal(t, ReasonPermissionDenied, se.Reason, "%v", err)
+	require.Equal(t, ReasonWorkingDirectoryInvalid, se.Reason, "%v", err)
 	require.Equal(t, 0, p.Leased())
 }
 
