@@ -58,6 +58,8 @@ type Containment struct {
 	cgroupParent string // ContainCgroup
 	owner        string // ContainCgroup: the prefix of this server's cgroups, ownerPrefix()
 	swept        int    // ContainCgroup: cgroups of dead servers ended at creation
+	pidnsOK      bool   // ContainCgroup: a PID namespace can be created too
+	direct       bool   // start children without an init, as without MaybeRunInit (tests)
 	seq          atomic.Uint64
 }
 
@@ -107,6 +109,7 @@ func NewContainment(opts ContainOptions) (*Containment, error) {
 	}); ok {
 		c.owner = ownerPrefix(os.Getpid())
 		c.swept = sweepDeadServers(c.cgroupParent)
+		c.pidnsOK = probeClone(&syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}) == nil
 		return c, nil
 	}
 	if c, ok := try(ContainPIDNamespace, probePIDNamespace); ok {
@@ -181,6 +184,28 @@ func sweepDeadServers(parent string) int {
 		}
 	}
 	return len(stale)
+}
+
+// initMode says how a process of this containment runs under an init of
+// ours (initPIDNamespace or initGuardian), or "" when it cannot, because
+// the program does not call MaybeRunInit: then the child is started
+// directly, with Pdeathsig SIGKILL, and a descendant may outlive a server
+// that dies (README, "Containment").
+//
+// Under a cgroup, the init is pid 1 of a PID namespace inside the cgroup,
+// with Pdeathsig SIGKILL: the kernel ends the namespace when the server
+// dies, and Destroy's cgroup.kill ends it while the server lives. Under a
+// process group, it is a guardian: a child subreaper that ends its tree
+// when the server closes its control pipe or dies.
+func (c *Containment) initMode() string {
+	if !initHooked.Load() || c.direct {
+		return ""
+	}
+	switch {
+	case c.kind == ContainPIDNamespace, c.kind == ContainCgroup && c.pidnsOK:
+		return initPIDNamespace
+	}
+	return initGuardian
 }
 
 // Kind returns one of the Contain constants.

@@ -50,6 +50,7 @@ wait:
 		_ = p.pidfd.reap()
 	}
 	_ = p.pidfd.close()
+	p.closeCtl()
 	if p.statusR != nil {
 		_ = p.statusR.Close()
 	}

@@ -129,6 +129,20 @@ func waitExit(t testing.TB, p *Process) ExitStatus {
 	return st
 }
 
+// workloadPid returns the pid of the child itself, under its init if it
+// has one.
+func workloadPid(t testing.TB, p *Process) int {
+	if p.ctlW == nil {
+		return p.Pid()
+	}
+	var kids []int
+	eventually(t, "the init's child", func() bool {
+		kids, _ = childrenOf(t, p.Pid())
+		return len(kids) > 0
+	})
+	return kids[0]
+}
+
 // fdCount counts this process's open file descriptors. It first makes sure
 // the runtime's poller, which holds descriptors of its own from the first
 // pipe on, exists, so that a count before the first Start compares.

@@ -4,79 +4,195 @@ package bridge
 
 import (
 	"bufio"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
-// The init of a PID namespace is this program re-executed with argv[0]
-// initArg0 and initEnv as its whole environment; its arguments are the
-// child's path, argument count, arguments and environment.
+// The init of a process is this program re-executed with argv exactly
+// [initArg0] and initEnv as its whole environment: nothing of the request
+// is on its command line or in its environment, which any local user can
+// read in /proc/PID/cmdline (and ps shows). What to run comes as an
+// initPayload over the control pipe, fd ctlFd; the init reports on the
+// status pipe, fd statusFd.
 const (
 	initArg0 = "procwire-init"
 	initEnv  = "PROCWIRE_BRIDGE_INIT=1"
-	initFd   = 3 // the write end of the status pipe
+	statusFd = 3 // the write end of the status pipe
+	ctlFd    = 4 // the read end of the control pipe
+
+	// maxPayload bounds the payload the init reads: more than the kernel's
+	// limit on argv and envp together, which the exec would refuse anyway.
+	maxPayload = 64 << 20
+
+	// ctlKill, written on the control pipe, asks a guardian init to send
+	// SIGKILL to the child's process group.
+	ctlKill = 'K'
 )
+
+// Modes of the init.
+const (
+	// initPIDNamespace: the init is pid 1 of a PID namespace of its own;
+	// when it exits, the kernel kills every process of the namespace.
+	initPIDNamespace = "pid_namespace"
+	// initGuardian: the init is an ordinary process and a child subreaper
+	// (PR_SET_CHILD_SUBREAPER), so that every descendant that loses its
+	// parent becomes its child; it ends them all by walking /proc.
+	initGuardian = "guardian"
+)
+
+// initPayload is what the server sends the init over the control pipe: a
+// 4-byte big-endian length, then this as JSON. The server keeps its end
+// open as long as the process is its own; the init reads EOF when the
+// server closes it (Destroy) or dies, however it dies, and then kills
+// every process of the tree and exits.
+type initPayload struct {
+	Mode string   `json:"mode"`
+	Path string   `json:"path"`
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	// Rlimits are set in the init before the child is started, which
+	// inherits them.
+	Rlimits []rlimitSetting `json:"rlimits,omitempty"`
+	// Harden is what the init applies to itself before it forks the
+	// child, which inherits it (harden_linux.go); nil for none. With it,
+	// the init stays root and the child is switched to its user.
+	Harden *hardenSpec `json:"harden,omitempty"`
+	// Dir is the child's working directory, entered again by the forked
+	// child after it switched to its user (the init entered it as root).
+	Dir string `json:"dir,omitempty"`
+}
+
+// rlimitSetting is one setrlimit(2) call.
+type rlimitSetting struct {
+	Resource int    `json:"resource"`
+	Cur      uint64 `json:"cur"`
+	Max      uint64 `json:"max"`
+}
+
+// writePayload sends pl on w, the control pipe.
+func writePayload(w io.Writer, pl *initPayload) error {
+	b, err := json.Marshal(pl)
+	if err != nil {
+		return err
+	}
+	if len(b) > maxPayload {
+		return fmt.Errorf("init payload of %d bytes exceeds %d", len(b), maxPayload)
+	}
+	msg := make([]byte, 4+len(b))
+	binary.BigEndian.PutUint32(msg, uint32(len(b)))
+	copy(msg[4:], b)
+	_, err = w.Write(msg)
+	return err
+}
+
+// readPayload reads the payload writePayload sent.
+func readPayload(r io.Reader) (*initPayload, error) {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, err
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if size > maxPayload {
+		return nil, fmt.Errorf("init payload of %d bytes exceeds %d", size, maxPayload)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	pl := new(initPayload)
+	if err := json.Unmarshal(b, pl); err != nil {
+		return nil, err
+	}
+	if pl.Mode != initPIDNamespace && pl.Mode != initGuardian {
+		return nil, fmt.Errorf("init mode %q", pl.Mode)
+	}
+	return pl, nil
+}
 
 // MaybeRunInit must be called first in main (and in TestMain of a test
 // that starts processes), before anything else runs: when the program was
-// re-executed as the init of a process's PID namespace, it runs that init
-// and exits, and never returns. Otherwise it returns at once, and marks the
-// program as able to serve as an init, which ContainPIDNamespace requires.
+// re-executed as the init of a process, it runs that init and exits, and
+// never returns. Otherwise it returns at once, and marks the program as
+// able to serve as an init, which ContainPIDNamespace requires, and
+// without which the other containments start the child directly, with
+// weaker guarantees when the server dies (README, "Containment").
 //
 // The init starts the child in its own process group, forwards SIGINT,
 // SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to that group, reaps every
-// process of the namespace, reports the child's exit to the server, and
-// exits when no other process is left, which ends the namespace.
+// process of the tree, reports the child's exit to the server, and exits
+// when no other process is left. When the server closes the control pipe
+// or dies, it kills every process of the tree first.
 func MaybeRunInit() {
 	initHooked.Store(true)
-	if os.Getpid() != 1 || len(os.Args) < 3 || os.Args[0] != initArg0 ||
+	if len(os.Args) != 1 || os.Args[0] != initArg0 ||
 		len(os.Environ()) != 1 || os.Environ()[0] != initEnv {
 		return
 	}
-	os.Exit(runInit(os.Args[1:]))
+	// syscall.Exit, not os.Exit: nothing is buffered, and a binary built
+	// with -race would otherwise wait a second before exiting, which is a
+	// second more for every destroy of a guardian's process.
+	syscall.Exit(runInit())
 }
 
-// initArgs builds the init's arguments for a child.
-func initArgs(path string, argv, env []string) []string {
-	args := make([]string, 0, 3+len(argv)+len(env))
-	args = append(args, initArg0, path, strconv.Itoa(len(argv)))
-	args = append(args, argv...)
-	return append(args, env...)
-}
-
-// runInit is the init: args are path, argc, argv..., env...
-func runInit(args []string) int {
-	status := os.NewFile(initFd, "status")
-	syscall.CloseOnExec(initFd)
+// runInit is the init.
+func runInit() int {
+	status := os.NewFile(statusFd, "status")
+	syscall.CloseOnExec(statusFd)
+	syscall.CloseOnExec(ctlFd)
+	ctl := os.NewFile(ctlFd, "control")
 	report := func(format string, a ...any) { _, _ = fmt.Fprintf(status, format+"\n", a...) }
-	path := args[0]
-	argc, err := strconv.Atoi(args[1])
-	if err != nil || argc < 0 || 2+argc > len(args) {
-		report("error %d", syscall.EINVAL)
-		return 1
-	}
-	argv, env := args[2:2+argc], args[2+argc:]
-
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
-	closeOnExecFrom3()
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
-		Env:   env,
-		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
-	})
-	if err != nil {
+	fail := func(err error) int {
 		var errno syscall.Errno
 		if !errors.As(err, &errno) {
 			errno = syscall.EINVAL
 		}
 		report("error %d", int(errno))
 		return 1
+	}
+	pl, err := readPayload(ctl)
+	if err != nil {
+		return fail(err)
+	}
+	if pl.Mode == initGuardian {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return fail(err)
+		}
+	}
+	for _, rl := range pl.Rlimits {
+		if err := unix.Setrlimit(rl.Resource, &unix.Rlimit{Cur: rl.Cur, Max: rl.Max}); err != nil {
+			return fail(err)
+		}
+	}
+
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if pl.Harden != nil {
+		// Locks this goroutine to its thread: the fork below must run on it.
+		if err := harden(*pl.Harden); err != nil {
+			return fail(err)
+		}
+		pl.Harden.sysProcAttr(sys)
+	}
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	closeOnExecFrom3()
+	pid, err := syscall.ForkExec(pl.Path, pl.Argv, &syscall.ProcAttr{
+		Env:   pl.Env,
+		Files: []uintptr{0, 1, 2},
+		Dir:   pl.Dir,
+		Sys:   sys,
+	})
+	if err != nil {
+		return fail(err)
 	}
 	report("started")
 	// Hold none of the child's stdio: its EOF is the child's to give.
@@ -91,6 +207,24 @@ func runInit(args []string) int {
 			_ = syscall.Kill(-pid, s.(syscall.Signal))
 		}
 	}()
+	go func() {
+		// The control pipe: a kill request, or EOF when the server is
+		// done with the process or gone.
+		buf := make([]byte, 64)
+		for {
+			n, err := ctl.Read(buf)
+			for _, c := range buf[:n] {
+				if c == ctlKill {
+					_ = syscall.Kill(-pid, syscall.SIGKILL)
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			if err != nil {
+				sweep(pl.Mode)
+				return
+			}
+		}
+	}()
 	for {
 		var ws syscall.WaitStatus
 		wpid, err := syscall.Wait4(-1, &ws, 0, nil)
@@ -98,7 +232,8 @@ func runInit(args []string) int {
 		case err == syscall.EINTR:
 			continue
 		case err != nil:
-			// ECHILD: the namespace holds nobody else.
+			// ECHILD: the namespace, or for a subreaper the tree, holds
+			// nobody else.
 			return 0
 		case wpid != pid:
 		case ws.Signaled():
@@ -109,6 +244,47 @@ func runInit(args []string) int {
 			status.Close()
 		}
 	}
+}
+
+// sweep kills every process of the init's tree; the init's wait loop then
+// reaps them and exits. In a PID namespace, kill(-1) reaches every process
+// of the namespace but the init. A guardian kills its descendants, found
+// through /proc, until none is left: one that forks meanwhile dies, and its
+// children, reparented to the subreaper, are found by the next walk.
+func sweep(mode string) {
+	if mode == initPIDNamespace {
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		return
+	}
+	me := os.Getpid()
+	for {
+		pids := descendants(me)
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// descendants lists the live descendants of root, from /proc.
+func descendants(root int) []int {
+	parent := map[int]int{}
+	procsWhere(func(pid int, stat []string) bool {
+		parent[pid], _ = strconv.Atoi(stat[1])
+		return false
+	})
+	var out []int
+	for pid := range parent {
+		for p, n := parent[pid], 0; p != 0 && n < 1<<16; p, n = parent[p], n+1 {
+			if p == root {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // initStatus reads one line the init reported: "started", "error N",

@@ -31,9 +31,12 @@ type Process struct {
 	pidfd     *pidfd // the child's (or the init's), on the poller; only waitChild uses it
 	contain   *Containment
 	cgroup    *cgroup       // ContainCgroup: the process's own cgroup
-	statusR   *os.File      // ContainPIDNamespace: the init's status pipe; closed by waitChild
+	statusR   *os.File      // under an init: its status pipe; closed by waitChild
 	status    *bufio.Reader // on statusR
-	pidns     string        // ContainPIDNamespace: the namespace, as /proc/PID/ns/pid names it
+	ctlW      *os.File      // under an init: our end of its control pipe; see closeCtl
+	ctlClose  sync.Once
+	guardian  bool   // the init is a guardian (initGuardian), not a namespace's pid 1
+	pidns     string // under a namespace's init: the namespace, as /proc/PID/ns/pid names it
 	startedAt time.Time
 	notify    chan struct{}                     // capacity 1; see Notify
 	onChange  atomic.Pointer[func(proc.Change)] // see OnChange
@@ -167,12 +170,11 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 	}
 	execPath, execArgv := path, argv
 	var (
-		cg      *cgroup
-		statusR *os.File
-		statusW *os.File
+		cg               *cgroup
+		statusR, statusW *os.File
+		ctlR, ctlW       *os.File
 	)
-	switch ct.kind {
-	case ContainCgroup:
+	if ct.kind == ContainCgroup {
 		var fd int
 		if cg, fd, err = ct.newCgroup(); err != nil {
 			closeAll()
@@ -180,15 +182,37 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		}
 		defer syscall.Close(fd)
 		sys.UseCgroupFD, sys.CgroupFD = true, fd
-	case ContainPIDNamespace:
-		if statusR, statusW, err = pipe(); err != nil {
+	}
+	mode := ct.initMode()
+	var payload *initPayload
+	if mode != "" {
+		// The init gets nothing of the request on its command line or in
+		// its environment: both are world-readable in /proc. They follow
+		// on the control pipe.
+		if statusR, statusW, err = pipe(); err == nil {
+			ctlR, ctlW, err = pipe()
+		}
+		if err != nil {
 			closeAll()
 			return nil, startFailure(ReasonStartFailed, err)
 		}
-		sys.Cloneflags = syscall.CLONE_NEWPID
-		attr.Files = append(attr.Files, statusW.Fd())
+		if mode == initPIDNamespace {
+			sys.Cloneflags |= syscall.CLONE_NEWPID
+		} else {
+			// A guardian must outlive the server long enough to end its
+			// tree; it learns of the server's death by EOF on the
+			// control pipe.
+			sys.Pdeathsig = 0
+		}
+		attr.Files = append(attr.Files, statusW.Fd(), ctlR.Fd())
 		attr.Env = []string{initEnv}
-		execPath, execArgv = "/proc/self/exe", initArgs(path, argv, env)
+		execPath, execArgv = "/proc/self/exe", []string{initArg0}
+		payload = &initPayload{Mode: mode, Path: path, Argv: argv, Env: env, Harden: hardenFor(&c), Dir: req.WorkingDirectory}
+		if payload.Harden != nil {
+			// The init stays root, to drop the child's capabilities; the
+			// child is switched to its user (payload.Harden.Cred).
+			sys.Credential = nil
+		}
 	}
 	closeOnExecFrom3()
 	pid, err := syscall.ForkExec(execPath, execArgv, attr)
@@ -198,6 +222,7 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 	errW.Close()
 	if statusW != nil {
 		statusW.Close()
+		ctlR.Close()
 	}
 	fail := func(err error) (*Process, error) {
 		closeAll()
@@ -225,7 +250,10 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 	if statusR != nil {
 		// The init says whether it could start the child.
 		status = bufio.NewReader(statusR)
-		word, n, err := initStatus(status)
+		word, n, err := "", 0, writePayload(ctlW, payload)
+		if err == nil {
+			word, n, err = initStatus(status)
+		}
 		if err != nil || word != "started" {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			if _, werr := pfd.waitExited(); werr == nil {
@@ -247,6 +275,8 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		cgroup:     cg,
 		statusR:    statusR,
 		status:     status,
+		ctlW:       ctlW,
+		guardian:   mode == initGuardian,
 		startedAt:  started,
 		notify:     make(chan struct{}, 1),
 		stdinW:     inW,
@@ -261,7 +291,7 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		stderrDone: make(chan struct{}),
 		waitDone:   make(chan struct{}),
 	}
-	if ct.kind == ContainPIDNamespace {
+	if mode == initPIDNamespace {
 		p.pidns, _ = os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
 	}
 	p.inCond = sync.NewCond(&p.inMu)
@@ -449,6 +479,14 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 	if p.published || p.destroying {
 		return false, nil
 	}
+	if p.guardian && sig == syscall.SIGKILL {
+		// SIGKILL would end the guardian, not the child: the guardian
+		// sends it.
+		if _, err := p.ctlW.Write([]byte{ctlKill}); err != nil {
+			return false, nil // the init is gone
+		}
+		return true, nil
+	}
 	// The leader is not reaped before destroying is set, so the group id
 	// is still ours.
 	if err := syscall.Kill(-p.pid, sig); err != nil {
@@ -544,6 +582,11 @@ func (p *Process) Destroy() error {
 func (p *Process) kill() {
 	if p.cgroup != nil {
 		_ = p.cgroup.kill()
+	} else if p.guardian {
+		// Its tree is the guardian's to end, since a descendant may have
+		// left the group; it exits once nothing of it is left.
+		p.closeCtl()
+		return
 	}
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	_ = syscall.Kill(p.pid, syscall.SIGKILL)
@@ -593,6 +636,10 @@ func (p *Process) survivors() error {
 	default:
 		e.Containment = "process group " + strconv.Itoa(p.pid)
 		pids = procsWhere(func(_ int, stat []string) bool { return stat[2] == strconv.Itoa(p.pid) })
+		if p.guardian {
+			e.Containment = "tree of guardian " + strconv.Itoa(p.pid)
+			pids = append(pids, descendants(p.pid)...)
+		}
 	}
 	if len(pids) == 0 {
 		return &DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: "death of the " + e.Containment}
@@ -603,6 +650,14 @@ func (p *Process) survivors() error {
 		e.Survivors = append(e.Survivors, proc.Survivor{Pid: pid, Command: strings.TrimSpace(string(comm))})
 	}
 	return e
+}
+
+// closeCtl closes our end of the init's control pipe once: the init
+// kills its whole tree and exits.
+func (p *Process) closeCtl() {
+	if p.ctlW != nil {
+		p.ctlClose.Do(func() { p.ctlW.Close() })
+	}
 }
 
 // closeStdinW closes our end of the child's stdin once.

@@ -186,7 +186,7 @@ func TestFullStdoutBlocksTheChild(t *testing.T) {
 
 	// The child fills the pipe behind the full window, then blocks writing.
 	eventually(t, "the child to block writing its pipe", func() bool {
-		state, wchan := procState(t, p.Pid())
+		state, wchan := procState(t, workloadPid(t, p))
 		if wchan == "0" || wchan == "" {
 			t.Log("kernel hides wchan; not checking where the child sleeps")
 			return true
@@ -303,7 +303,10 @@ func TestDestroyIsIdempotent(t *testing.T) {
 
 func TestDestroyKillsTheGroup(t *testing.T) {
 	fds := fdCount(t)
-	p, err := Start(shReq(t, `sleep 300 & echo $!; wait`), nil)
+	// The child leads the group the server sees only when it is started
+	// without an init (a program that does not call MaybeRunInit).
+	direct := &Containment{kind: ContainProcessGroup, direct: true}
+	p, err := direct.Start(shReq(t, `sleep 300 & echo $!; wait`), nil)
 	require.NoError(t, err)
 	var out bytes.Buffer
 	c := newConsumer(t, p, &out)

@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"log/slog"
+	"os"
 	"os/user"
 	"strconv"
 
+	"github.com/procwire/procwire/bridge"
 	"github.com/procwire/procwire/proc"
+	"github.com/procwire/procwire/server"
 )
 
 // lookupRunAs resolves --run-as: a user name or numeric id, with its
@@ -35,3 +42,103 @@ func lookupRunAs(name string) (*proc.User, error) {
 	}
 	return r, nil
 }
+
+// isolation holds serve's flags that keep the children apart from each
+// other and from the server: --run-as, --run-as-range, --child-caps,
+// --child-umask.
+type isolation struct {
+	runAs, runAsRange, childCaps string
+	umask                        uint64
+}
+
+// addIsolationFlags defines them in fs.
+func addIsolationFlags(fs *flag.FlagSet) *isolation {
+	iso := &isolation{}
+	fs.StringVar(&iso.runAs, "run-as", "", "run every child as `user` (a name or uid) and its groups; needs root")
+	fs.StringVar(&iso.runAsRange, "run-as-range", "", "run each child as a uid and gid of its own, leased from `FIRST-LAST` (such as 100000-165535), which must hold no user or group of /etc/passwd or /etc/group; needs root")
+	fs.StringVar(&iso.childCaps, "child-caps", "none", "capabilities every child keeps, a comma-separated `list` such as CAP_NET_BIND_SERVICE")
+	fs.Func("child-umask", "every child's umask, in `octal` (default 0022)", func(s string) error {
+		n, err := strconv.ParseUint(s, 8, 32)
+		if err != nil || n > 0o777 {
+			return errors.New("want an octal umask of at most 0777")
+		}
+		iso.umask = n
+		return nil
+	})
+	iso.umask = 0o022
+	return iso
+}
+
+// errRunAsBoth is the error of --run-as with --run-as-range.
+var errRunAsBoth = errors.New("--run-as and --run-as-range exclude each other")
+
+// configure makes this process non-dumpable, sets the children's
+// hardening and their user in cfg, as the flags say.
+func (iso *isolation) configure(cfg *server.Config) error {
+	// Before anything of a child runs: no child, whatever its user, can
+	// read the server's memory or environment (its token, other
+	// processes' resume tokens).
+	if err := bridge.SetNonDumpable(); err != nil {
+		return err
+	}
+	h := bridge.DefaultHardening()
+	caps, err := bridge.ParseCaps(iso.childCaps)
+	if err != nil {
+		return fmt.Errorf("--child-caps: %w", err)
+	}
+	h.KeepCaps, h.Umask = caps, int(iso.umask)
+	if err := bridge.SetChildHardening(h); err != nil {
+		return fmt.Errorf("--child-caps/--child-umask: %w", err)
+	}
+	if iso.runAs != "" && iso.runAsRange != "" {
+		return errRunAsBoth
+	}
+	if iso.runAs != "" {
+		if cfg.RunAs, err = lookupRunAs(iso.runAs); err != nil {
+			return err
+		}
+	}
+	if iso.runAsRange != "" {
+		if os.Geteuid() != 0 {
+			return errors.New("--run-as-range needs serve to run as root, to switch each child to its uid")
+		}
+		first, last, err := bridge.ParseUIDRange(iso.runAsRange)
+		if err != nil {
+			return fmt.Errorf("--run-as-range: %w", err)
+		}
+		pool, err := bridge.NewUIDPool(first, last)
+		if err != nil {
+			return fmt.Errorf("--run-as-range: %w", err)
+		}
+		cfg.Executor = rangeExecutor{pool: pool}
+	}
+	return nil
+}
+
+// warn logs, at WARN, what a server running as root without its own user
+// for the children lets every child do.
+func (iso *isolation) warn(log *slog.Logger) {
+	if os.Geteuid() == 0 && iso.runAs == "" && iso.runAsRange == "" {
+		log.Warn("serving as root without --run-as or --run-as-range: every child runs as root (without capabilities), " +
+			"can read and write every file root owns, and can signal, ptrace and read the memory of every other child " +
+			"and signal the server; give --run-as-range to run each child as a user of its own")
+	}
+}
+
+// rangeExecutor starts each child in bridge.DefaultContainment as a uid
+// and gid of its own, leased from pool until its Destroy succeeded.
+type rangeExecutor struct {
+	pool *bridge.UIDPool
+}
+
+// Start starts the child as a leased uid.
+func (e rangeExecutor) Start(_ context.Context, req proc.Request, cfg proc.Config) (server.Process, error) {
+	p, err := e.pool.Start(bridge.DefaultContainment(), req, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ContainmentName names bridge.DefaultContainment.
+func (e rangeExecutor) ContainmentName() string { return bridge.DefaultContainment().String() }

@@ -29,7 +29,16 @@ func init() {
 		help: `Run a server until SIGINT or SIGTERM, then shut it down, destroying every
 process. It logs on stderr. Without a token it listens on loopback only; a
 token shorter than 16 bytes is refused, and a token without TLS on an address
-that is not loopback is warned about (the token would travel in clear text).`,
+that is not loopback is warned about (the token would travel in clear text).
+
+The server makes itself non-dumpable, so that no child can read its memory
+or environment. Every child starts with no_new_privs, no capability (as root
+too; --child-caps keeps some), umask 0022 (--child-umask) and defined limits
+(no core file, 1024 open files). Serving as root without --run-as or
+--run-as-range is warned about: every child then runs as root, and can read
+root's files and signal or read the memory of every other child.
+--run-as-range gives each child a uid and gid of its own, so that no child
+can read, signal or ptrace another.`,
 		run: serve,
 	})
 }
@@ -65,7 +74,7 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	fs.Var((*originList)(&cfg.OriginPatterns), "allow-origin", "accept a browser page whose Origin host matches `pattern` (path.Match, \"host:port\" or \"scheme://host:port\"), besides the server's own host (repeatable)")
 	fs.BoolVar(&cfg.NoCompression, "no-compression", false, "never compress stdout and stderr nor accept compressed stdin, whatever an open asks for")
 	logLevel := fs.String("log-level", "info", "log at `level` debug, info, warn or error")
-	runAs := fs.String("run-as", "", "run every child as `user` (a name or uid) and its groups; needs root")
+	iso := addIsolationFlags(fs)
 	ops := addOpsFlags(fs)
 	pos, _, status, ok := parse(c, fs, args, -1, io, 2)
 	if !ok {
@@ -109,12 +118,11 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	if *runAs != "" {
-		if cfg.RunAs, err = lookupRunAs(*runAs); err != nil {
-			return fail(err)
-		}
+	if err := iso.configure(&cfg); err != nil {
+		return fail(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level}))
+	iso.warn(log)
 	cfg.Token, cfg.Logger = token, log
 	cfg.MaxMemory = int64(maxMemory)
 	reg := ops.configure(&cfg)
@@ -155,7 +163,7 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 		scheme = "wss"
 	}
 	log.Info("listening", "url", scheme+"://"+ln.Addr().String()+"/", "auth", token != "", "provider_revision", server.Revision,
-		"containment", srv.Stats().Containment, "run_as", *runAs)
+		"containment", srv.Stats().Containment, "run_as", iso.runAs, "run_as_range", iso.runAsRange)
 
 	status = 0
 	select {
