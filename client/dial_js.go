@@ -20,7 +20,7 @@ func (p *Process) dialOptions(ctx context.Context, _ http.Header) (context.Conte
 }
 
 // dialClient: the browser dials; nothing to coalesce.
-func dialClient(*http.Client) *http.Client { return nil }
+func dialClient(*Options) *http.Client { return nil }
 
 // checkPlatform refuses what a browser's WebSocket cannot do: send headers.
 func checkPlatform(o *Options) error {

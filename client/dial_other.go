@@ -17,22 +17,34 @@ import (
 // transport's DialContext.
 type coalescerKey struct{}
 
-// defaultDialClient is http.DefaultClient with coalescing dials, made once.
-var defaultDialClient = sync.OnceValue(func() *http.Client { return coalescingClient(http.DefaultClient) })
+// defaultDialClient is http.DefaultClient without a proxy and with
+// coalescing dials, made once.
+var defaultDialClient = sync.OnceValue(func() *http.Client { return coalescingClient(http.DefaultClient, "", false) })
 
-// dialClient returns the client a Process with Options.HTTPClient hc dials
-// with: a copy whose *http.Transport wraps each connection in the
-// coalescer its dial's context carries, or nil (dial with hc as it is)
-// when hc's RoundTripper is not an *http.Transport.
-func dialClient(hc *http.Client) *http.Client {
-	if hc == nil {
+// dialClient returns the client a Process with options o dials with: a
+// copy of o.HTTPClient (nil: http.DefaultClient, without a proxy unless
+// o.ProxyFromEnvironment) that follows no redirect and whose
+// *http.Transport wraps each connection in the coalescer its dial's
+// context carries and, for a ws+unix URL, dials the socket; or nil (dial
+// with o.HTTPClient as it is, but for redirects) when its RoundTripper is
+// not an *http.Transport.
+func dialClient(o *Options) *http.Client {
+	if o.HTTPClient == nil && o.unixSocket == "" && !o.ProxyFromEnvironment {
 		return defaultDialClient()
 	}
-	return coalescingClient(hc)
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return coalescingClient(hc, o.unixSocket, o.HTTPClient == nil && o.ProxyFromEnvironment)
 }
 
-func coalescingClient(hc *http.Client) *http.Client {
+// coalescingClient returns hc for dialling, as dialClient says. The
+// Proxy of http.DefaultTransport (the environment's) is dropped unless
+// envProxy: only a caller's own transport or envProxy chooses a proxy.
+func coalescingClient(hc *http.Client, unixSocket string, envProxy bool) *http.Client {
 	rt := hc.Transport
+	defaultRT := rt == nil || rt == http.DefaultTransport
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
@@ -41,6 +53,16 @@ func coalescingClient(hc *http.Client) *http.Client {
 		return nil
 	}
 	t := base.Clone()
+	// A connection upgraded is the transport's no more; one answered
+	// otherwise (a refusal) is closed rather than kept idle: a pool of
+	// them would outlive the Process that dialled.
+	t.DisableKeepAlives = true
+	if defaultRT {
+		t.Proxy = nil
+		if envProxy {
+			t.Proxy = http.ProxyFromEnvironment
+		}
+	}
 	wrap := func(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := dial(ctx, network, addr)
@@ -57,12 +79,20 @@ func coalescingClient(hc *http.Client) *http.Client {
 		var d net.Dialer
 		t.DialContext = d.DialContext
 	}
+	if unixSocket != "" {
+		dial := t.DialContext
+		t.Proxy = nil
+		t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return dial(ctx, "unix", unixSocket)
+		}
+	}
 	t.DialContext = wrap(t.DialContext)
 	if t.DialTLSContext != nil {
 		t.DialTLSContext = wrap(t.DialTLSContext)
 	}
 	c := *hc
 	c.Transport = t
+	c.CheckRedirect = refuseRedirect
 	return &c
 }
 
@@ -76,6 +106,9 @@ func (p *Process) dialOptions(ctx context.Context, h http.Header) (context.Conte
 		Subprotocols: []string{frames.Subprotocol},
 	}
 	if p.dialClient == nil {
+		hc := *p.opts.HTTPClient
+		hc.CheckRedirect = refuseRedirect
+		opts.HTTPClient = &hc
 		return ctx, opts, nil
 	}
 	co := &coalesce.Coalescer{}

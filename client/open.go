@@ -18,6 +18,7 @@ func (p *Process) open(ctx context.Context, open *frames.Open, req *frames.Proce
 	b := p.newBackoff()
 	sent := false // an open may have reached the server
 	failed := 0
+	draining := 0 // failures that were a draining server's refusal
 	for {
 		ws, err := p.dial(ctx, "")
 		if err == nil {
@@ -38,6 +39,11 @@ func (p *Process) open(ctx context.Context, open *frames.Open, req *frames.Proce
 		}
 		var re *RemoteError
 		switch {
+		case errors.Is(err, ErrServerDraining):
+			// That server started nothing and takes no new process: the
+			// next connection may reach another one (a load balancer
+			// routes it elsewhere), like an open whose answer was lost.
+			draining++
 		case errors.As(err, &re):
 			// A refusal starts nothing; one after a lost answer may be about
 			// the process the lost one started.
@@ -52,7 +58,9 @@ func (p *Process) open(ctx context.Context, open *frames.Open, req *frames.Proce
 		}
 		failed++
 		if failed >= p.opts.ResumeBudget || !b.wait(ctx, nil) {
-			p.destroyByKey(open)
+			if draining < failed { // an attempt may have started it
+				p.destroyByKey(open)
+			}
 			if ctx.Err() != nil {
 				err = fmt.Errorf("%w (last: %w)", ctx.Err(), err)
 			}

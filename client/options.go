@@ -10,11 +10,28 @@ import (
 // Options configure Open. A nil *Options means all defaults.
 type Options struct {
 	// Token is sent as "Authorization: Bearer <Token>" on every connection.
-	// Empty sends no Authorization header.
+	// Empty sends no Authorization header. It is sent over ws:// or http://
+	// only to a loopback host (localhost, 127.0.0.0/8, ::1) or a ws+unix
+	// socket: Open and Attach refuse any other with ErrInsecureToken unless
+	// AllowInsecureToken is set. Redirects are never followed, so the
+	// token goes nowhere else than the URL given.
 	Token string
-	// HTTPClient dials the WebSocket connections; nil uses
-	// http.DefaultClient.
+	// AllowInsecureToken lets Token travel in clear text, over ws:// or
+	// http://, to a host that is not loopback (a private network the
+	// caller trusts).
+	AllowInsecureToken bool
+	// HTTPClient dials the WebSocket connections; nil uses a client like
+	// http.DefaultClient without a proxy (see ProxyFromEnvironment).
+	// Its CheckRedirect is replaced: an upgrade answered with a redirect
+	// fails, and its status is in the error. When its Transport is an
+	// *http.Transport, that transport's Proxy is used as it is.
 	HTTPClient *http.Client
+	// ProxyFromEnvironment, with a nil HTTPClient, dials through the proxy
+	// HTTPS_PROXY, HTTP_PROXY and NO_PROXY name (http.ProxyFromEnvironment).
+	// By default no proxy is used: the environment of a program is easily
+	// inherited, and a proxy it names would see the token of every ws://
+	// connection.
+	ProxyFromEnvironment bool
 	// HTTPHeader is added to every handshake request.
 	HTTPHeader http.Header
 	// StdoutWindow and StdinWindow ask the server for window sizes in bytes
@@ -53,6 +70,8 @@ type Options struct {
 	// Logger receives connection events (losses, resumes); nil discards
 	// them.
 	Logger *slog.Logger
+
+	unixSocket string // the socket of a ws+unix URL, set by target
 }
 
 const (

@@ -128,7 +128,7 @@ func newProcess(url, instanceID string, o Options) *Process {
 		url:          url,
 		instanceID:   instanceID,
 		opts:         o,
-		dialClient:   dialClient(o.HTTPClient),
+		dialClient:   dialClient(&o),
 		log:          o.Logger,
 		superDone:    make(chan struct{}),
 		done:         make(chan struct{}),
@@ -145,14 +145,18 @@ func newProcess(url, instanceID string, o Options) *Process {
 }
 
 // Open starts req on the instance instanceID through the server at url
-// (ws://, wss://, http:// or https://) and returns its handle. ctx bounds
-// the opening handshake only.
+// (ws://, wss://, http://, https://, or ws+unix:///PATH for a Unix
+// socket; see Options.Token for where a token may go) and returns its
+// handle. ctx bounds the opening handshake only.
 //
 // The open is idempotent: it carries a random open key, and a handshake
 // cut before the answer is repeated with the same key, which the server
 // answers with the process it started, never a second one. An Open that
 // fails or is cancelled after it may have started the process destroys it
 // (by the key, within Options.DestroyTimeout).
+//
+// An open refused by a draining server (ErrServerDraining) is repeated on
+// a new connection, which a load balancer routes to another server.
 //
 // A typed refusal from the server is a *RemoteError (for example
 // SandboxLifecycleConflict with Actual "process_already_open" when the
@@ -161,6 +165,9 @@ func newProcess(url, instanceID string, o Options) *Process {
 func Open(ctx context.Context, url, instanceID string, req frames.ProcessRequest, opts *Options) (*Process, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
+		return nil, err
+	}
+	if url, err = o.target(url); err != nil {
 		return nil, err
 	}
 	open := &frames.Open{InstanceID: instanceID, Request: req, StdoutWindow: o.StdoutWindow, StdinWindow: o.StdinWindow}
@@ -198,6 +205,9 @@ func newOpenKey() string {
 func Attach(ctx context.Context, url string, h Handle, opts *Options) (*Process, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
+		return nil, err
+	}
+	if url, err = o.target(url); err != nil {
 		return nil, err
 	}
 	if err := frames.Validate(&frames.Resume{ProcessID: h.ProcessID, Token: h.Token}); err != nil {

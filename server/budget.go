@@ -17,8 +17,8 @@ import (
 
 // budget is the memory the server has promised (Config.MaxMemory): the
 // windows granted to the processes it holds (stdout window + stdin window +
-// stderr ring each, the most their buffers can take) plus the bytes of the
-// first frames being read. A promise that would exceed it is refused, never
+// stderr ring each, the most their buffers can take) plus what the first
+// frames being read cost (firstFrameCost times their bytes). A promise that would exceed it is refused, never
 // waited for, so nothing can deadlock on it. Safe for concurrent use.
 type budget struct {
 	limit int64
@@ -36,10 +36,21 @@ type budget struct {
 // an open with a few arguments fits.
 const firstSmall = 2 * chunk.Size
 
+// firstFrameCost is what a first frame costs per byte read, the multiple
+// taken from the budget as its bytes arrive: its bytes twice, in chunks as
+// they arrive and in the one slice of their size the decoder reads (the
+// chunks are dropped as they are copied, but only the collector frees
+// them). Its decoded values fit in what that leaves: the frame's limits
+// bound them to 17 MiB (256 arguments of 64 KiB and a 1 MiB environment),
+// and a line holding that many bytes is at least as long.
+const firstFrameCost = 2
+
 func newBudget(limit int64) *budget {
-	// Half the budget for big first frames: the decoded values of a frame
-	// (its strings) take up to its size again while it is decoded.
-	slots := max(1, limit/(2*frames.MaxFirstLine))
+	// As many big first frames at once as the budget takes at their real
+	// cost with room to spare for the small beginnings of the others (a
+	// budget of exactly one big frame's cost fits one only when nothing
+	// else is read).
+	slots := max(1, (limit-1)/(firstFrameCost*frames.MaxFirstLine))
 	return &budget{limit: limit, bigFirst: make(chan struct{}, slots)}
 }
 
@@ -88,8 +99,9 @@ func resourcesError(op, message string) *frames.Error {
 // take.
 var errBudget = errors.New("server: first frame over the memory budget")
 
-// firstMessage is a first frame's bytes as they arrive, in pooled chunks,
-// each counted against the budget; held is what it has taken.
+// firstMessage is a first frame's bytes as they arrive, in chunks, each
+// counted against the budget at firstFrameCost times its size; held is
+// what it has taken.
 type firstMessage struct {
 	b      *budget
 	chunks []*[chunk.Size]byte
@@ -111,11 +123,18 @@ func (m *firstMessage) read(ctx context.Context, r io.Reader) error {
 					return ctx.Err()
 				}
 			}
-			if !m.b.take(chunk.Size) {
+			if !m.b.take(firstFrameCost * chunk.Size) {
 				return errBudget
 			}
-			m.held += chunk.Size
-			m.chunks = append(m.chunks, chunk.Get())
+			m.held += firstFrameCost * chunk.Size
+			if m.n < firstSmall {
+				m.chunks = append(m.chunks, chunk.Get())
+			} else {
+				// Past firstSmall the chunks are the frame's own: bytes
+				// drops them for the collector rather than keeping a big
+				// frame's worth in the pool.
+				m.chunks = append(m.chunks, new([chunk.Size]byte))
+			}
 		}
 		c := m.chunks[len(m.chunks)-1]
 		k, err := r.Read(c[m.n%chunk.Size:])
@@ -130,8 +149,9 @@ func (m *firstMessage) read(ctx context.Context, r io.Reader) error {
 }
 
 // bytes returns the message as one slice of exactly its size: its only
-// chunk, or a copy whose bytes replace the chunks as they are copied, so
-// that the message is held about once.
+// chunk, or a copy whose bytes replace the chunks as they are copied (the
+// pooled ones given back, the others dropped), so that the message is held
+// about once.
 func (m *firstMessage) bytes() []byte {
 	if len(m.chunks) == 1 {
 		return m.chunks[0][:m.n]
@@ -139,7 +159,9 @@ func (m *firstMessage) bytes() []byte {
 	buf := make([]byte, m.n)
 	for i, c := range m.chunks {
 		copy(buf[i*chunk.Size:], c[:])
-		chunk.Put(c)
+		if i*chunk.Size < firstSmall {
+			chunk.Put(c)
+		}
 		m.chunks[i] = nil
 	}
 	m.chunks = m.chunks[:0]
@@ -148,8 +170,10 @@ func (m *firstMessage) bytes() []byte {
 
 // release gives back the chunks, the budget and the slot.
 func (m *firstMessage) release() {
-	for _, c := range m.chunks {
-		chunk.Put(c)
+	for i, c := range m.chunks {
+		if i*chunk.Size < firstSmall {
+			chunk.Put(c)
+		}
 	}
 	m.chunks = nil
 	m.b.give(m.held)

@@ -122,7 +122,10 @@ type Config struct {
 	// remembered, so that resume and destroy get a clear answer
 	// (default DefaultTombstoneTTL; PROTOCOL.md asks for at least 10
 	// minutes). MaxTombstones bounds how many are kept, the oldest
-	// forgotten first (default DefaultMaxTombstones).
+	// forgotten first (default DefaultMaxTombstones). It bounds the
+	// tombstones of processes and, apart, those of open keys that a
+	// destroy by key found nothing under (at most 64 of those per
+	// instance), so that a flood of the latter never evicts the former.
 	TombstoneTTL  time.Duration
 	MaxTombstones int
 

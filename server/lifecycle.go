@@ -139,6 +139,10 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 			}
 			return s.reopen(c, se)
 		}
+		if s.draining {
+			s.mu.Unlock()
+			return c.refuse(drainingError()), false
+		}
 		if len(s.instances) >= s.cfg.MaxProcesses {
 			s.mu.Unlock()
 			return c.refuse(&frames.Error{Code: frames.CapabilityUnavailable, Requirement: "resources",
@@ -165,7 +169,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 	cost := processCost(bcfg.StdoutWindow, bcfg.StdinWindow, bcfg.StderrRing)
 	if !s.budget.take(cost) {
 		s.mu.Lock()
-		delete(s.instances, f.InstanceID)
+		s.releaseInstanceLocked(f.InstanceID)
 		delete(s.opening, f.InstanceID)
 		s.mu.Unlock()
 		return c.refuse(resourcesError(opOpen, "the process's windows do not fit the server's memory budget")), false
@@ -182,7 +186,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 	if err != nil {
 		s.budget.give(cost)
 		s.mu.Lock()
-		delete(s.instances, f.InstanceID)
+		s.releaseInstanceLocked(f.InstanceID)
 		delete(s.opening, f.InstanceID)
 		s.mu.Unlock()
 		if s.stopping.Err() != nil {
@@ -250,7 +254,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 	s.mu.Lock()
 	delete(s.opening, f.InstanceID)
 	if s.closing {
-		delete(s.instances, f.InstanceID)
+		s.releaseInstanceLocked(f.InstanceID)
 		s.mu.Unlock()
 		if err := p.Destroy(); err != nil {
 			s.log.Error("destroy process", "err", err)
@@ -628,7 +632,7 @@ func (s *Server) retire(se *session, by *conn, expired bool) (*tombstone, error)
 	s.mu.Lock()
 	delete(s.sessions, se.id)
 	if s.instances[se.instanceID] == se {
-		delete(s.instances, se.instanceID)
+		s.releaseInstanceLocked(se.instanceID)
 	}
 	s.addTombLocked(ts)
 	closing := s.closing
@@ -671,17 +675,48 @@ func exitString(e *frames.Exit) string {
 	return fmt.Sprintf("exit %d", e.Code)
 }
 
-// addTombLocked remembers ts, forgetting the oldest tombstones beyond
-// MaxTombstones or older than TombstoneTTL. s.mu must be held.
+// maxKeyTombsPerInstance bounds the key-only tombstones (a destroy by
+// instance and open key that found nothing) kept for one instance: a flood
+// of destroys naming random keys evicts that instance's own oldest key-only
+// tombstones, never another's, and never the tombstone of a process.
+const maxKeyTombsPerInstance = 64
+
+// addTombLocked remembers ts, forgetting the oldest tombstones beyond the
+// bounds or older than TombstoneTTL. The tombstones of processes (ts.id
+// set) and key-only ones are kept apart, each kind up to MaxTombstones, so
+// that destroys by key, which cost nothing to send, cannot flush the
+// tombstone of a process that ran (PROTOCOL.md §4.5, §4.8); key-only ones
+// are further bounded per instance (maxKeyTombsPerInstance). s.mu must be
+// held.
 func (s *Server) addTombLocked(ts *tombstone) {
-	if ts.id != "" {
-		s.tombs[ts.id] = ts
-	}
 	if ts.openKey != "" {
+		if ts.id == "" {
+			s.evictKeyTombsLocked(ts.instanceID, maxKeyTombsPerInstance-1)
+		}
 		s.keyTombs[ts.instanceID] = append(s.keyTombs[ts.instanceID], ts)
 	}
-	s.tombq = append(s.tombq, ts)
+	if ts.id != "" {
+		s.tombs[ts.id] = ts
+		s.tombq = append(s.tombq, ts)
+	} else {
+		s.keyq = append(s.keyq, ts)
+	}
 	s.pruneTombsLocked(ts.at)
+}
+
+// evictKeyTombsLocked forgets the instance's oldest key-only tombstones
+// until at most keep are left. s.mu must be held.
+func (s *Server) evictKeyTombsLocked(instanceID string, keep int) {
+	var keyOnly []*tombstone // oldest first
+	for _, ts := range s.keyTombs[instanceID] {
+		if ts.id == "" {
+			keyOnly = append(keyOnly, ts)
+		}
+	}
+	for _, ts := range keyOnly[:max(0, len(keyOnly)-keep)] {
+		s.forgetKeyTombLocked(ts)
+		s.keyq = slices.DeleteFunc(s.keyq, func(k *tombstone) bool { return k == ts })
+	}
 }
 
 // keyTombLocked returns the tombstone of the instance's open key, or nil.
@@ -700,22 +735,30 @@ func (s *Server) keyTombLocked(instanceID, key string) *tombstone {
 	return found
 }
 
-// pruneTombsLocked forgets expired tombstones and those over the bound.
+// pruneTombsLocked forgets expired tombstones and those over the bounds.
 func (s *Server) pruneTombsLocked(now time.Time) {
-	for len(s.tombq) > 0 && (len(s.tombq) > s.cfg.MaxTombstones || now.Sub(s.tombq[0].at) >= s.cfg.TombstoneTTL) {
-		old := s.tombq[0]
-		s.tombq[0] = nil
-		s.tombq = s.tombq[1:]
-		if s.tombs[old.id] == old {
-			delete(s.tombs, old.id)
-		}
-		if old.openKey != "" {
-			kt := slices.DeleteFunc(s.keyTombs[old.instanceID], func(ts *tombstone) bool { return ts == old })
-			if len(kt) == 0 {
-				delete(s.keyTombs, old.instanceID)
-			} else {
-				s.keyTombs[old.instanceID] = kt
+	for _, q := range []*[]*tombstone{&s.tombq, &s.keyq} {
+		for len(*q) > 0 && (len(*q) > s.cfg.MaxTombstones || now.Sub((*q)[0].at) >= s.cfg.TombstoneTTL) {
+			old := (*q)[0]
+			(*q)[0] = nil
+			*q = (*q)[1:]
+			if s.tombs[old.id] == old {
+				delete(s.tombs, old.id)
 			}
+			s.forgetKeyTombLocked(old)
 		}
+	}
+}
+
+// forgetKeyTombLocked removes ts from its instance's open keys.
+func (s *Server) forgetKeyTombLocked(old *tombstone) {
+	if old.openKey == "" {
+		return
+	}
+	kt := slices.DeleteFunc(s.keyTombs[old.instanceID], func(ts *tombstone) bool { return ts == old })
+	if len(kt) == 0 {
+		delete(s.keyTombs, old.instanceID)
+	} else {
+		s.keyTombs[old.instanceID] = kt
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -71,7 +72,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 		}, []string{"reason", "code"}),
 		closes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "procwire", Name: "connections_closed_total",
-			Help: "Upgraded connections ended, by WebSocket close code (1006: dropped without a close handshake).",
+			Help: "Upgraded connections ended, by WebSocket close code (1006: dropped without a close handshake; other: a code from the peer that RFC 6455 does not define).",
 		}, []string{"code"}),
 		destroySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "procwire", Name: "destroy_seconds",
@@ -169,9 +170,29 @@ func (m *metrics) refused(reason string, code int) {
 // one received from the peer, or 1006 for a connection dropped.
 func (m *metrics) closed(st closeStatus) {
 	if m != nil {
-		m.closes.WithLabelValues(strconv.Itoa(int(st.code))).Inc()
+		m.closes.WithLabelValues(closeCodeLabel(st.code)).Inc()
 	}
 }
+
+// closeCodeLabel is the metrics label of a close code: the code itself for
+// the codes RFC 6455 defines and the ones this server sends, and
+// closeCodeOther for any other code a peer chose, so that peers cannot
+// make a label per value (about 2,000 are possible).
+func closeCodeLabel(code websocket.StatusCode) string {
+	switch code {
+	case websocket.StatusNormalClosure, websocket.StatusGoingAway, websocket.StatusProtocolError,
+		websocket.StatusUnsupportedData, websocket.StatusNoStatusRcvd, websocket.StatusAbnormalClosure,
+		websocket.StatusInvalidFramePayloadData, websocket.StatusPolicyViolation, websocket.StatusMessageTooBig,
+		websocket.StatusMandatoryExtension, websocket.StatusInternalError, websocket.StatusServiceRestart,
+		websocket.StatusTryAgainLater, websocket.StatusBadGateway, websocket.StatusTLSHandshake,
+		statusResumedElsewhere:
+		return strconv.Itoa(int(code))
+	}
+	return closeCodeOther
+}
+
+// closeCodeOther labels every close code closeCodeLabel does not name.
+const closeCodeOther = "other"
 
 // stateCollector reports the gauges taken from a snapshot of the server
 // at scrape time, so they can never drift from the state itself.
@@ -223,7 +244,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // HealthHandler answers a load balancer's health check: 200 "ok" while the
-// server accepts connections, 503 once Shutdown or Close has begun. Serve
+// server accepts connections, 503 once Drain, Shutdown or Close has begun. Serve
 // it beside the metrics, on a listener apart from the process endpoint.
 func (s *Server) HealthHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -232,6 +253,11 @@ func (s *Server) HealthHandler() http.Handler {
 		if s.isClosing() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("shutting down\n"))
+			return
+		}
+		if s.isDraining() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("draining\n"))
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))

@@ -110,13 +110,18 @@ func forwardedFor(values []string) []string {
 }
 
 // parseHop parses a forwarded address: "ip", "ip:port", "[v6]" or
-// "[v6]:port".
+// "[v6]:port". A zoned IPv6 address ("fe80::1%eth0") is refused: its zone
+// is free text that would reach the log as the client's address, and a
+// zone names an interface of the proxy, not where the client is.
 func parseHop(s string) (netip.Addr, bool) {
 	if ap, err := netip.ParseAddrPort(s); err == nil {
+		if ap.Addr().Zone() != "" {
+			return netip.Addr{}, false
+		}
 		return ap.Addr().Unmap(), true
 	}
 	ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"))
-	if err != nil {
+	if err != nil || ip.Zone() != "" {
 		return netip.Addr{}, false
 	}
 	return ip.Unmap(), true

@@ -111,6 +111,11 @@ func TestClientAddr(t *testing.T) {
 		}, "[2001:db8::1]:4711"},
 		{"unknown hop stops the walk", "10.1.1.1:5000", trusted, http.Header{"Forwarded": {"for=1.2.3.4, for=unknown"}}, "10.1.1.1:5000"},
 		{"ipv6 loopback proxy", "[::1]:5000", trusted, http.Header{"X-Forwarded-For": {"1.2.3.4"}}, "1.2.3.4"},
+		// A zone is free text: it would reach the log as the address
+		// (issue 23, finding 8).
+		{"zoned x-forwarded-for", "10.1.1.1:5000", trusted, http.Header{"X-Forwarded-For": {"fe80::1%eth0 level=ERROR msg=forged"}}, "10.1.1.1:5000"},
+		{"zoned forwarded", "10.1.1.1:5000", trusted, http.Header{"Forwarded": {`for="[fe80::1%25x]:80"`}}, "10.1.1.1:5000"},
+		{"zoned hop before a client", "10.1.1.1:5000", trusted, http.Header{"X-Forwarded-For": {"1.2.3.4, fe80::2%lo"}}, "10.1.1.1:5000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &http.Request{RemoteAddr: tc.remote, Header: tc.header}

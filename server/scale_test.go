@@ -182,12 +182,15 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // TestFirstFramesWithinBudget: four connections send a first frame of
 // nearly 128 MiB (an open padded with JSON whitespace) at once to a server
-// whose budget is 256 MiB. The budget never promises more than 256 MiB;
+// whose budget is 257 MiB: one such frame at its cost (firstFrameCost, 256
+// MiB) and room to spare. The budget never promises more than that;
 // every connection is answered: opened, or refused with
 // SandboxCapabilityUnavailable{requirement: "resources"}.
 func TestFirstFramesWithinBudget(t *testing.T) {
 	skipHeavy(t)
-	const budget = 256 << 20
+	// One big frame at its cost, and room for the beginnings of the
+	// others and for a process.
+	const budget = firstFrameCost*frames.MaxFirstLine + 1<<20
 	h := newHarness(t, Config{MaxMemory: budget, StdoutWindow: 64 << 10, StdinWindow: 64 << 10,
 		StderrRing: 4 << 10, FirstFrameTimeout: testTimeout, Heartbeat: -1, Logger: discardLogger()})
 	small := string(frames.Append(nil, openFrame("big", "true")))
@@ -335,8 +338,8 @@ func TestBudgetAccounting(t *testing.T) {
 // a big-frame slot; the wait ends with its context (the first-frame
 // timeout or a shutdown), giving back what it took.
 func TestBigFirstFrameWaitEnds(t *testing.T) {
-	b := newBudget(512 << 20)
-	require.Equal(t, 2, cap(b.bigFirst), "one slot per 256 MiB of budget")
+	b := newBudget(2*firstFrameCost*frames.MaxFirstLine + 1<<20)
+	require.Equal(t, 2, cap(b.bigFirst), "one slot per big frame's cost, with room to spare")
 	b.bigFirst <- struct{}{}
 	b.bigFirst <- struct{}{} // both slots held by other frames
 
@@ -356,7 +359,7 @@ func TestBigFirstFrameWaitEnds(t *testing.T) {
 	require.NoError(t, m.read(context.Background(), strings.NewReader(strings.Repeat("y", firstSmall+1))))
 	require.Equal(t, strings.Repeat("y", firstSmall+1), string(m.bytes()))
 	used, _ = b.usage()
-	require.Equal(t, int64(3*chunk.Size), used, "its bytes, in whole chunks")
+	require.Equal(t, int64(firstFrameCost*3*chunk.Size), used, "its bytes, in whole chunks, at what they cost")
 	m.release()
 	m.release() // idempotent
 	used, _ = b.usage()

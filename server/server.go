@@ -46,6 +46,10 @@ type Server struct {
 	// process operation or a session's lock.
 	mu      sync.Mutex
 	closing bool
+	// draining: Drain was called; opens are refused. drained, when
+	// non-nil, is closed (and reset) once no instance is reserved.
+	draining bool
+	drained  chan struct{}
 	// stopping ends when shutdown begins (stop is called with closing
 	// set): the calls a connection makes on the server's behalf (Admit,
 	// Executor.Start) are given a context that ends with it.
@@ -56,6 +60,7 @@ type Server struct {
 	instances map[string]*session // reservations; nil while the process starts
 	tombs     map[string]*tombstone
 	tombq     []*tombstone // tombs in the order they were added (oldest first)
+	keyq      []*tombstone // key-only tombstones (no process ran), oldest first
 
 	// Also guarded by mu: the opens being started, and the tombstones that
 	// carry an open key (PROTOCOL.md §4.8), both by instance id.
@@ -80,6 +85,7 @@ const (
 	hookConnCounted // a connection ended and its close was counted in the metrics (id: its process, or "")
 	hookShutdown    // Shutdown began: new opens and resumes are refused
 	hookKeyWait     // a repeated open or a destroy by key waits for the open starting (id: instance)
+	hookDraining    // Drain began: new opens are refused
 )
 
 // New returns a Server for cfg, or an error if a field is out of bounds.
@@ -141,6 +147,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.isClosing() {
 		s.refuseHTTP(w, log, http.StatusServiceUnavailable, refuseShutdown, "server shutting down")
+		return
+	}
+	if s.refuseDrainingUpgrade(w, r, log) {
 		return
 	}
 	if s.upgrades.Add(1) > int64(s.cfg.MaxConnections) {
@@ -399,9 +408,11 @@ func (s *Server) containment() string {
 // Stats is a snapshot of a Server's state, for monitoring and tests.
 type Stats struct {
 	Containment string         // how each process's tree is contained (Contained), or "unknown"
+	Draining    bool           // Drain was called: opens are refused
 	Connections int            // connections being served
 	Tombstones  int            // destroyed or expired processes remembered
 	Memory      int64          // bytes promised against Config.MaxMemory: granted windows and first frames being read
+	MaxMemory   int64          // Config.MaxMemory in force (its default filled in)
 	Processes   []ProcessStats // live processes, in no particular order
 }
 
@@ -418,8 +429,9 @@ type ProcessStats struct {
 // Stats returns a snapshot of the server's state.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
-	st := Stats{Containment: s.containment(), Connections: len(s.conns), Tombstones: len(s.tombs)}
+	st := Stats{Containment: s.containment(), Draining: s.draining, Connections: len(s.conns), Tombstones: len(s.tombs)}
 	st.Memory, _ = s.budget.usage()
+	st.MaxMemory = s.cfg.MaxMemory
 	sessions := make([]*session, 0, len(s.sessions))
 	for _, se := range s.sessions {
 		sessions = append(sessions, se)

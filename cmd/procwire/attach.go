@@ -145,7 +145,7 @@ func attach(ctx context.Context, args []string, io *stdio) int {
 
 	var p *client.Process
 	sig, err := interruptible(ctx, func(ctx context.Context) (err error) {
-		p, err = client.Attach(ctx, d.url.String(), h.Handle, d.opts)
+		p, err = client.Attach(ctx, d.dialURL(), h.Handle, d.opts)
 		return err
 	})
 	if sig != 0 && err != nil {

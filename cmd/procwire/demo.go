@@ -27,7 +27,7 @@ func demo(ctx context.Context, args []string, io *stdio) int {
 	fs := newFlags(c)
 	size := 32 << 20
 	cuts := 1
-	fs.Var(intRange{&size, 1, 1 << 40}, "bytes", "how many `bytes` to stream")
+	fs.Var(sizeRange[int]{&size, 1, 1 << 40}, "bytes", "how many bytes to stream, a `size` (bytes, or with KiB, MiB, GiB)")
 	fs.Var(intRange{&cuts, 0, 1000}, "cuts", "how many times to cut the connection, evenly spread")
 	seed := fs.Uint64("seed", 1, "seed of the random bytes")
 	pos, _, status, ok := parse(c, fs, args, -1, io, 2)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -29,6 +30,7 @@ type connFlags struct {
 	serverName    string
 	headers       headerFlags
 	allowInsecure bool
+	proxyFromEnv  bool
 	logLevel      string
 }
 
@@ -38,6 +40,7 @@ func (c *connFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&c.serverName, "server-name", "", "`name` the server's certificate must be valid for (default: the URL's host)")
 	fs.Var(&c.headers, "header", "add `'Name: value'` to the WebSocket handshake (repeatable), for a proxy on the way")
 	fs.BoolVar(&c.allowInsecure, "allow-insecure-token", false, "send the token over plain ws:// to a host that is not loopback")
+	fs.BoolVar(&c.proxyFromEnv, "proxy-from-env", false, "dial through the proxy $HTTPS_PROXY, $HTTP_PROXY and $NO_PROXY name (by default none: a proxy would see the token over ws://)")
 	fs.StringVar(&c.logLevel, "log-level", "", "log connection events at `level` debug, info, warn or error on stderr (default: none)")
 }
 
@@ -92,6 +95,16 @@ func (c *connFlags) newDialer(rawURL string, stderr io.Writer) (*dialer, error) 
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tc
 	tr.ForceAttemptHTTP2 = false
+	tr.Proxy = nil
+	if c.proxyFromEnv {
+		tr.Proxy = http.ProxyFromEnvironment
+	}
+	if u.Scheme == client.SchemeUnix {
+		var nd net.Dialer
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return nd.DialContext(ctx, "unix", u.Path)
+		}
+	}
 	hl := &handshakeLog{rt: tr}
 	return &dialer{url: u, token: token, log: hl, opts: &client.Options{
 		Token:      token,
@@ -104,6 +117,15 @@ func (c *connFlags) newDialer(rawURL string, stderr io.Writer) (*dialer, error) 
 	}}, nil
 }
 
+// dialURL is the URL the client library dials: the server's, or for a
+// Unix socket (which the dialer's transport dials) ws://localhost/.
+func (d *dialer) dialURL() string {
+	if d.url.Scheme == client.SchemeUnix {
+		return "ws://localhost/"
+	}
+	return d.url.String()
+}
+
 // close frees the idle connections of the dialer's transport.
 func (d *dialer) close() {
 	d.log.rt.(*http.Transport).CloseIdleConnections()
@@ -111,12 +133,17 @@ func (d *dialer) close() {
 
 // checkURL parses a server URL, saying what is wrong with a malformed one.
 func checkURL(raw string) (*url.URL, error) {
-	want := fmt.Sprintf("URL %q: want ws://HOST:PORT/ or wss://HOST:PORT/", raw)
+	want := fmt.Sprintf("URL %q: want ws://HOST:PORT/, wss://HOST:PORT/ or ws+unix:///PATH", raw)
 	u, err := url.Parse(raw)
 	if err != nil || u.Opaque != "" {
 		return nil, errors.New(want)
 	}
 	switch u.Scheme {
+	case client.SchemeUnix:
+		if (u.Host != "" && u.Host != "localhost") || u.Path == "" || u.User != nil {
+			return nil, fmt.Errorf("%s (a Unix socket's URL is ws+unix:// and its absolute path)", want)
+		}
+		return u, nil
 	case "ws", "wss", "http", "https":
 	case "":
 		return nil, fmt.Errorf("%s (no scheme)", want)

@@ -144,7 +144,7 @@ func execute(ctx context.Context, args []string, io *stdio) int {
 	var p *client.Process
 	sig, err := interruptible(ctx, func(ctx context.Context) (err error) {
 		d.opts.Compress = f.compress
-		p, err = client.Open(ctx, d.url.String(), f.instance, req, d.opts)
+		p, err = client.Open(ctx, d.dialURL(), f.instance, req, d.opts)
 		return err
 	})
 	if sig != 0 && err != nil {

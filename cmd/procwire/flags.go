@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/size"
 )
 
 // newFlags returns the flag set of c. Its errors are not printed by the
@@ -157,6 +158,32 @@ func (r intRange) Set(s string) error {
 		return fmt.Errorf("must be within %d..%d", r.lo, r.hi)
 	}
 	*r.v = n
+	return nil
+}
+
+// sizeRange is a size flag (internal/size: bytes, or a binary unit such as
+// 64KiB or 512MiB) that refuses values outside lo..hi.
+type sizeRange[T int | int64] struct {
+	v      *T
+	lo, hi int64
+}
+
+func (r sizeRange[T]) String() string {
+	if r.v == nil {
+		return ""
+	}
+	return size.Format(int64(*r.v))
+}
+
+func (r sizeRange[T]) Set(s string) error {
+	n, err := size.Parse(s)
+	if err != nil {
+		return err
+	}
+	if n < r.lo || n > r.hi {
+		return fmt.Errorf("must be within %s..%s", size.Format(r.lo), size.Format(r.hi))
+	}
+	*r.v = T(n)
 	return nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -55,7 +54,7 @@ type opsServer struct {
 // start listens on --metrics-addr and serves reg's metrics and srv's
 // health there; it returns nil without --metrics-addr. The metrics carry
 // no instance, process or token, so any address may be used.
-func (o *opsFlags) start(reg *prometheus.Registry, srv *server.Server, log *slog.Logger) (*opsServer, error) {
+func (o *opsFlags) start(reg *prometheus.Registry, srv *server.Server, lf *listenFlags, lim *server.ConnLimiter, log *slog.Logger) (*opsServer, error) {
 	if o.metricsAddr == "" {
 		return nil, nil
 	}
@@ -66,15 +65,8 @@ func (o *opsFlags) start(reg *prometheus.Registry, srv *server.Server, log *slog
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	mux.Handle("GET /healthz", srv.HealthHandler())
-	s := &opsServer{
-		hs: &http.Server{
-			Handler:           mux,
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		},
-		errc: make(chan error, 1),
-	}
-	go func() { s.errc <- s.hs.Serve(ln) }()
+	s := &opsServer{hs: lf.httpServer(mux, lim, log), errc: make(chan error, 1)}
+	go func() { s.errc <- s.hs.Serve(lim.Listener(ln)) }()
 	log.Info("metrics listening", "addr", ln.Addr().String())
 	return s, nil
 }

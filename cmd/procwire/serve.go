@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/procwire/procwire/server"
@@ -18,18 +15,21 @@ import (
 // shutdownTimeout bounds a graceful shutdown of serve.
 const shutdownTimeout = 10 * time.Second
 
-// minTokenBytes is the shortest token serve accepts.
-const minTokenBytes = 16
-
 func init() {
 	register(&command{
 		name:    "serve",
 		args:    "[flags]",
 		summary: "run a server",
 		help: `Run a server until SIGINT or SIGTERM, then shut it down, destroying every
-process. It logs on stderr. Without a token it listens on loopback only; a
-token shorter than 16 bytes is refused, and a token without TLS on an address
-that is not loopback is warned about (the token would travel in clear text).
+process. With --drain-timeout the signal first drains the server: /healthz
+answers 503, new opens are refused (server_draining: open elsewhere) and the
+processes held run on until they are destroyed or the timeout passes; a
+second signal ends the drain at once. It logs on stderr. Without a token it
+listens on loopback only; a token shorter than 16 bytes is refused, and a
+token without TLS on an address that is not loopback is warned about (the
+token would travel in clear text). The Go runtime's soft memory limit is
+--max-memory plus 64 MiB (unless $GOMEMLIMIT is set), and the server's RSS
+stays within --max-memory plus 128 MiB.
 
 The server makes itself non-dumpable, so that no child can read its memory
 or environment. Every child starts with no_new_privs, no capability (as root
@@ -48,7 +48,8 @@ can read, signal or ptrace another.`,
 func serve(ctx context.Context, args []string, io *stdio) int {
 	c := lookup("serve")
 	fs := newFlags(c)
-	addr := fs.String("addr", "127.0.0.1:7777", "listen `address`")
+	addr := fs.String("addr", "127.0.0.1:7777", "listen `address`: host:port, or unix:PATH for a Unix socket (mode 0600)")
+	lf := addListenFlags(fs)
 	tokenFile := fs.String("token-file", "", "`file` holding the bearer token, at least 16 bytes (default $"+tokenEnv+")")
 	certFile := fs.String("tls-cert", "", "TLS certificate `file` (with --tls-key)")
 	keyFile := fs.String("tls-key", "", "TLS key `file`")
@@ -61,21 +62,21 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 		MaxProcesses: server.DefaultMaxProcesses,
 	}
 	fs.Var(durationFlag{d: &cfg.Grace}, "grace", "how long a detached process waits for a resume or an attach")
-	fs.Var(intRange{&cfg.StdoutWindow, 1 << 10, 1 << 30}, "stdout-window", "default stdout window in `bytes`")
-	fs.Var(intRange{&cfg.StdinWindow, 1 << 10, 1 << 30}, "stdin-window", "default stdin window in `bytes`")
-	fs.Var(intRange{&cfg.StderrRing, 1, 1 << 30}, "stderr-ring", "stderr ring per process in `bytes`")
+	fs.Var(sizeRange[int]{&cfg.StdoutWindow, 1 << 10, 1 << 30}, "stdout-window", "default stdout window, a `size` (bytes, or with KiB, MiB, GiB)")
+	fs.Var(sizeRange[int]{&cfg.StdinWindow, 1 << 10, 1 << 30}, "stdin-window", "default stdin window, a `size`")
+	fs.Var(sizeRange[int]{&cfg.StderrRing, 1, 1 << 30}, "stderr-ring", "stderr ring per process, a `size`")
 	fs.Var(durationFlag{d: &cfg.Heartbeat, negative: "no heartbeat"}, "heartbeat", "ping interval and pong deadline (negative: none)")
 	fs.Var(intRange{&cfg.MaxProcesses, 1, 1 << 30}, "max-processes", "most processes held at once, live or detached")
-	var maxMemory int
-	fs.Var(intRange{&maxMemory, 1, 1 << 62}, "max-memory", "`bytes` the windows of the processes held and the first frames being read may promise (default a quarter of the machine's memory)")
-	fs.Var(intRange{&cfg.MaxStdoutWindow, 1 << 10, 1 << 30}, "max-stdout-window", "largest stdout window an open may ask for, in `bytes` (default 64 MiB, or --stdout-window if larger)")
-	fs.Var(intRange{&cfg.MaxStdinWindow, 1 << 10, 1 << 30}, "max-stdin-window", "largest stdin window an open may ask for, in `bytes` (default 16 MiB, or --stdin-window if larger)")
+	fs.Var(sizeRange[int64]{&cfg.MaxMemory, 1, 1 << 62}, "max-memory", "the `size` the windows of the processes held and the first frames being read may promise, and the Go runtime's soft memory limit (default a quarter of the machine's memory)")
+	fs.Var(sizeRange[int]{&cfg.MaxStdoutWindow, 1 << 10, 1 << 30}, "max-stdout-window", "largest stdout window an open may ask for, a `size` (default 64MiB, or --stdout-window if larger)")
+	fs.Var(sizeRange[int]{&cfg.MaxStdinWindow, 1 << 10, 1 << 30}, "max-stdin-window", "largest stdin window an open may ask for, a `size` (default 16MiB, or --stdin-window if larger)")
 	fs.Var(intRange{&cfg.MaxConnections, 1, 1 << 30}, "max-connections", "most connections served at once (default 2 × max-processes + 64)")
 	fs.Var((*originList)(&cfg.OriginPatterns), "allow-origin", "accept a browser page whose Origin host matches `pattern` (path.Match, \"host:port\" or \"scheme://host:port\"), besides the server's own host (repeatable)")
 	fs.BoolVar(&cfg.NoCompression, "no-compression", false, "never compress stdout and stderr nor accept compressed stdin, whatever an open asks for")
 	logLevel := fs.String("log-level", "info", "log at `level` debug, info, warn or error")
 	iso := addIsolationFlags(fs)
 	ops := addOpsFlags(fs)
+	drainTimeout := addDrainFlag(fs)
 	pos, _, status, ok := parse(c, fs, args, -1, io, 2)
 	if !ok {
 		return status
@@ -101,74 +102,55 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	if err != nil {
 		return fail(err)
 	}
-	if token != "" && len(token) < minTokenBytes {
-		return fail(fmt.Errorf("the token has %d bytes, fewer than %d: make one with head -c 32 /dev/urandom | base64", len(token), minTokenBytes))
-	}
-	if err := server.CheckListenAddr(*addr, token); errors.Is(err, server.ErrInsecureListen) {
-		return fail(fmt.Errorf("--addr %s: without a token the server listens on loopback only (give --token-file)", *addr))
-	} else if err != nil {
-		return fail(fmt.Errorf("--addr: %w", err))
-	}
-	var tlsConfig *tls.Config
-	if *certFile != "" {
-		// Checked before listening: a server that says it listens must serve.
-		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
-		if err != nil {
-			return fail(fmt.Errorf("--tls-cert/--tls-key: %w", err))
-		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-	if err := iso.configure(&cfg); err != nil {
+	if err := checkAddr(*addr, token); err != nil {
 		return fail(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level}))
+	// Checked before listening: a server that says it listens must serve.
+	tlsConfig, stopReload, err := loadCert(ctx, *certFile, *keyFile, log)
+	if err != nil {
+		return fail(err)
+	}
+	defer stopReload()
+	if err := iso.configure(&cfg); err != nil {
+		return fail(err)
+	}
 	iso.warn(log)
 	cfg.Token, cfg.Logger = token, log
-	cfg.MaxMemory = int64(maxMemory)
 	reg := ops.configure(&cfg)
 	srv, err := server.New(cfg)
 	if err != nil {
 		return fail(err)
 	}
-	ln, err := net.Listen("tcp", *addr)
+	defer setMemoryLimit(srv.Stats().MaxMemory, log)()
+	lim := lf.limiter()
+	ln, url, err := lf.listen(*addr, token, tlsConfig, lim, log)
 	if err != nil {
-		return fail(fmt.Errorf("--addr: %w", err))
+		return fail(err)
 	}
 	if clearTextToken(token, tlsConfig != nil, ln.Addr()) {
 		log.Warn("the token travels in clear text: listening beyond loopback without --tls-cert", "addr", ln.Addr().String())
 	}
-	opsSrv, err := ops.start(reg, srv, log)
+	opsSrv, err := ops.start(reg, srv, lf, lim, log)
 	if err != nil {
 		ln.Close()
 		return fail(err)
 	}
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig:         tlsConfig,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	hs := lf.httpServer(srv, lim, log)
+	sigs, stopSigs := stopSignals()
+	defer stopSigs()
 	errc := make(chan error, 1)
-	go func() {
-		if tlsConfig != nil {
-			errc <- hs.ServeTLS(ln, "", "")
-		} else {
-			errc <- hs.Serve(ln)
-		}
-	}()
-	scheme := "ws"
-	if tlsConfig != nil {
-		scheme = "wss"
-	}
-	log.Info("listening", "url", scheme+"://"+ln.Addr().String()+"/", "auth", token != "", "provider_revision", server.Revision,
+	go func() { errc <- hs.Serve(ln) }() // ln speaks TLS itself
+	log.Info("listening", "url", url, "auth", token != "", "provider_revision", server.Revision,
 		"containment", srv.Stats().Containment, "run_as", iso.runAs, "run_as_range", iso.runAsRange)
 
 	status = 0
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
+	case sig := <-sigs:
+		log.Info("shutting down", "signal", sig.String())
+		drain(ctx, srv, *drainTimeout, sigs, log)
 	case err := <-errc:
 		log.Error("serve", "err", err)
 		status = 1
@@ -199,6 +181,9 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 // clearTextToken reports whether a server with token, listening on addr
 // with TLS or not, lets the token travel in clear text beyond this machine.
 func clearTextToken(token string, tls bool, addr net.Addr) bool {
+	if _, unix := addr.(*net.UnixAddr); unix {
+		return false
+	}
 	a, ok := addr.(*net.TCPAddr)
 	return token != "" && !tls && !(ok && a.IP.IsLoopback())
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package rsstest
+
+const raceEnabled = false
