@@ -305,6 +305,8 @@ func (d *Decoder) newFrame(t Type) fielder {
 		return new(Ping)
 	case TypePong:
 		return new(Pong)
+	case TypeResize:
+		return new(Resize)
 	}
 	panic("frames: no frame for type " + t.String())
 }
@@ -509,6 +511,10 @@ func (d *Decoder) value(fd *field, p any, parent string) *DecodeError {
 		if g, isGap := p.(**Gap); isGap {
 			*g = new(Gap)
 			obj, ok = *g, true
+		}
+		if t, isTTY := p.(**TTY); isTTY {
+			*t = new(TTY)
+			obj, ok = *t, true
 		}
 		if !ok {
 			panic("frames: no binding for " + fd.name)

@@ -124,6 +124,8 @@ func appendValue(dst []byte, fd *field, p any) []byte {
 		return append(dst, '}')
 	case **Gap:
 		return appendObject(dst, fd.sub, *p)
+	case **TTY:
+		return appendObject(dst, fd.sub, *p)
 	case fielder:
 		return appendObject(dst, fd.sub, p)
 	}

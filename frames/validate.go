@@ -132,6 +132,8 @@ func validateValue(fd *field, p any, parent string) *DecodeError {
 		return nil
 	case **Gap:
 		return validateObject(fd.sub, *p, path)
+	case **TTY:
+		return validateObject(fd.sub, *p, path)
 	case fielder:
 		return validateObject(fd.sub, p, path)
 	}
@@ -189,6 +191,12 @@ func equalValue(sub *schema, a, b any) bool {
 			return *a == nil && gb == nil
 		}
 		return equalObject(sub, *a, gb)
+	case **TTY:
+		tb := *b.(**TTY)
+		if *a == nil || tb == nil {
+			return *a == nil && tb == nil
+		}
+		return equalObject(sub, *a, tb)
 	case fielder:
 		return equalObject(sub, a, b.(fielder))
 	}
