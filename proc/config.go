@@ -35,6 +35,9 @@ type Config struct {
 	// RunAs, when set, is the user and groups the child runs as; nil runs
 	// it as the server's own user.
 	RunAs *User
+	// TTY, when set, starts the child on a new pseudo-terminal of that
+	// size (see TTY); nil gives it pipes.
+	TTY *TTY
 }
 
 // User is an identity a child runs as: a user id, a primary group and the
