@@ -67,6 +67,9 @@ type Options struct {
 	// that refuses compression (or predates it: then the open fails with
 	// 1007 open.output_enc: unknown_field) is answered as usual.
 	Compress bool
+	// TTY, when set, runs the process on a pseudo-terminal of that size
+	// (see TTY); nil: pipes.
+	TTY *TTY
 	// Logger receives connection events (losses, resumes); nil discards
 	// them.
 	Logger *slog.Logger

@@ -170,7 +170,8 @@ func Open(ctx context.Context, url, instanceID string, req frames.ProcessRequest
 	if url, err = o.target(url); err != nil {
 		return nil, err
 	}
-	open := &frames.Open{InstanceID: instanceID, Request: req, StdoutWindow: o.StdoutWindow, StdinWindow: o.StdinWindow}
+	open := &frames.Open{InstanceID: instanceID, Request: req, StdoutWindow: o.StdoutWindow, StdinWindow: o.StdinWindow,
+		TTY: ttyFrame(o.TTY)}
 	if o.Compress {
 		open.OutputEnc, open.StdinEnc = frames.EncS2, frames.EncS2
 	}
