@@ -58,6 +58,7 @@ async function connect(o: ConnectOptions): Promise<void> {
     },
   );
   handle = h;
+  (document.querySelector("input[name=url]") as HTMLInputElement).value = o.url;
   status.textContent = `connected: process ${h.processId}`;
   const writer = h.input.getWriter();
   const enc = new TextEncoder();
