@@ -451,3 +451,30 @@ func signalExec(sig syscall.Signal) func(*testing.T, *tmuxSession, *cutproxy.Pro
 		require.NoError(t, syscall.Kill(ts.execPID(), sig))
 	}
 }
+
+// exec -t --detach records the terminal in the handle; attach, later and
+// from a window of another size, makes the local terminal raw as exec -t
+// does, sends its size at once, and restores the terminal at the end.
+func TestTTYAttachOfADetachedTerminal(t *testing.T) {
+	needTmux(t)
+	s := newServer(t, server.Config{})
+	script := fmt.Sprintf(`%s exec -t --detach --handle-file "$D/handle" %s --env 'PS1=%s ' -- sh || exit 99
+echo detached; read go
+%s attach --handle-file "$D/handle"`, binary, s.url, shellPrompt, binary)
+	ts := startTmux(t, 24, 80, nil, script)
+	ts.waitText("detached", 1)
+	b, err := os.ReadFile(filepath.Join(ts.dir, "handle"))
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"tty":true`)
+	ts.tmux("resize-window", "-t", "t", "-x", "90", "-y", "20")
+	ts.typeLine("")
+	ts.waitText(shellPrompt, 1)
+	ts.requireRaw()
+	ts.typeLine("stty size; test -t 0 && echo on a terminal")
+	sc := ts.waitText(shellPrompt, 2)
+	require.Contains(t, sc, "\n20 90\n")
+	require.Contains(t, sc, "\non a terminal\n")
+	ts.typeLine("exit 5")
+	ts.requireRestored("5")
+	s.requireNoProcess(t)
+}
