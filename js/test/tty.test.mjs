@@ -6,7 +6,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { WebSocketServer } from "ws";
 import { openProcess, decode, encode, argumentsDigest, SandboxOperationFailed } from "../dist/index.js";
-import { req } from "./helpers.mjs";
+import { req, startServer, startCutProxy, instance } from "./helpers.mjs";
 
 const PID = "8f3a0c1e5b7d49a2b6c4e0f1a2b3c4d5";
 const TOKEN = "3b0e8c1d2f4a6b8c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c";
@@ -143,4 +143,45 @@ test("tty: a server that answers an open with a terminal without opened.tty brok
   });
   assert.deepEqual(await got, { type: "destroy" });
   await srv.close();
+});
+
+test("tty against the server: sh on a terminal of the asked size, resize() followed, across a cut; no stderr", { timeout: 60_000 }, async (t) => {
+  const srv = await startServer();
+  t.after(() => srv.stop());
+  const proxy = await startCutProxy(srv.addr);
+  t.after(() => proxy.stop());
+  const h = await openProcess(
+    `ws://${proxy.addr}/`,
+    instance("tty"),
+    req("sh", "-c", 'stty size; echo "TERM=$TERM"; while read x; do [ "$x" = end ] && exit 4; stty size; done'),
+    { tty: { rows: 24, cols: 80, term: "xterm-256color" }, reconnectMin: 5 },
+  );
+  assert.equal(h.tty, true);
+  const reader = h.output.getReader();
+  const dec = new TextDecoder();
+  let out = "";
+  const readUntil = async (text) => {
+    while (!out.includes(text)) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`output ended before ${JSON.stringify(text)}: ${JSON.stringify(out)}`);
+      out += dec.decode(value, { stream: true });
+    }
+  };
+  await readUntil("24 80\r\nTERM=xterm-256color\r\n");
+  const w = h.input.getWriter();
+  h.resize(30, 100);
+  await proxy.cmd("cutall");
+  // Lines until one is answered with the new size: a line already written
+  // may reach the terminal before the resize does.
+  for (let i = 0; i < 50 && !out.includes("30 100\r\n"); i++) {
+    await w.write(new TextEncoder().encode("x\r"));
+    await Promise.race([readUntil("30 100\r\n"), new Promise((r) => setTimeout(r, 100))]);
+  }
+  await readUntil("30 100\r\n");
+  await w.write(new TextEncoder().encode("end\r"));
+  assert.deepEqual(await h.wait(), { code: 4 });
+  const errReader = h.error.getReader();
+  assert.equal((await errReader.read()).done, true, "a terminal has no separate stderr");
+  assert.ok(h.progress().connections >= 2, "the cut was resumed");
+  await h.destroy();
 });
