@@ -151,7 +151,7 @@ test("chromium: xterm.js on a remote terminal: size, resize, ^C, seq 100000 acro
   // stty size and tty: the remote terminal is xterm's size.
   const s0 = await size();
   let out = await typeLine("stty size; tty");
-  assert.ok(out.includes(`${s0.rows} ${s0.cols}`), `stty size says ${s0.rows} ${s0.cols}: ${out.slice(-6).join(" | ")}`);
+  assert.ok(out.includes(`${s0.rows} ${s0.cols}`), `stty size says ${s0.rows} ${s0.cols}: ${out.filter(Boolean).slice(-6).join(" | ")}`);
   assert.ok(out.some((l) => /^\/dev\/pts\/\d+$/.test(l)), "tty names a pseudo-terminal");
 
   // A smaller page: the fit addon resizes xterm, the client sends resize,
@@ -162,7 +162,7 @@ test("chromium: xterm.js on a remote terminal: size, resize, ^C, seq 100000 acro
     return s.rows !== s0.rows && s.cols !== s0.cols && s;
   });
   out = await typeLine("stty size");
-  assert.ok(out.includes(`${s1.rows} ${s1.cols}`), `stty size says ${s1.rows} ${s1.cols} after the resize: ${out.slice(-4).join(" | ")}`);
+  assert.ok(out.includes(`${s1.rows} ${s1.cols}`), `stty size says ${s1.rows} ${s1.cols} after the resize: ${out.filter(Boolean).slice(-4).join(" | ")}`);
 
   // ^C into sleep 100: sleep ends, the shell goes on.
   const n = await prompts();
