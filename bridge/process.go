@@ -108,7 +108,8 @@ func Start(req Request, cfg *Config) (*Process, error) {
 // Go ends a thread only when a goroutine locked to it exits without
 // unlocking). Signals the server ignores (SIG_IGN) stay ignored in the
 // child, as with any exec; signals the Go runtime handles are reset to their
-// defaults.
+// defaults. With cfg.TTY the child runs on a pseudo-terminal instead of
+// pipes, as the leader of a new session (pty_linux.go).
 func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 	c, err := cfg.Resolve()
 	if err != nil {
@@ -487,7 +488,9 @@ func (p *Process) Exit() (status ExitStatus, ok bool) {
 // false when the exit was already published or the process destroyed: the
 // contract's already_exited. Between the child's death and the published
 // exit (a descendant holding stdout, up to Config.ExitWait) the group is
-// still signalled, which is how a SIGTERM reaches that descendant.
+// still signalled, which is how a SIGTERM reaches that descendant. On a
+// terminal (Config.TTY) it goes to the terminal's foreground process group
+// instead, as the key would, while the terminal has one.
 func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 	switch sig {
 	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL:
