@@ -407,12 +407,19 @@ func (p *sshPeer) serveConn(nc net.Conn) {
 	}
 }
 
-// serveSSHSession runs the first exec request of a session channel.
+// serveSSHSession runs the first exec request of a session channel; after
+// a pty-req, under sh -c on a pseudo-terminal (runSSHPTY).
 func serveSSHSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	defer ch.Close()
 	var cmdline string
+	var pty *ptyRequest
 	for req := range reqs {
 		var payload struct{ Command string }
+		if pr := new(ptyRequest); req.Type == "pty-req" && ssh.Unmarshal(req.Payload, pr) == nil {
+			pty = pr
+			_ = req.Reply(true, nil)
+			continue
+		}
 		if req.Type == "exec" && ssh.Unmarshal(req.Payload, &payload) == nil {
 			cmdline = payload.Command
 			_ = req.Reply(true, nil)
@@ -425,7 +432,12 @@ func serveSSHSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
 		return
 	}
 	go ssh.DiscardRequests(reqs) // ends when the channel closes
-	status := runSSHChild(ch, argv)
+	var status uint32
+	if pty != nil {
+		status = runSSHPTY(ch, cmdline, pty)
+	} else {
+		status = runSSHChild(ch, argv)
+	}
 	_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{status}))
 }
 

@@ -71,6 +71,9 @@ type initPayload struct {
 	// Dir is the child's working directory, entered again by the forked
 	// child after it switched to its user (the init entered it as root).
 	Dir string `json:"dir,omitempty"`
+	// TTY: fds 0, 1 and 2 are a terminal's slave; the child becomes a
+	// session leader with it as its controlling terminal (ttySysProcAttr).
+	TTY bool `json:"tty,omitempty"`
 }
 
 // rlimitSetting is one setrlimit(2) call.
@@ -182,6 +185,9 @@ func runInit() int {
 			return fail(err)
 		}
 		pl.Harden.sysProcAttr(sys)
+	}
+	if pl.TTY {
+		ttySysProcAttr(sys)
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)

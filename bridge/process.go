@@ -112,7 +112,8 @@ func Start(req Request, cfg *Config) (*Process, error) {
 // forked; Go ends a thread only when a goroutine locked to it exits without
 // unlocking). Signals the server ignores (SIG_IGN) stay ignored in the
 // child, as with any exec; signals the Go runtime handles are reset to their
-// defaults.
+// defaults. With cfg.TTY the child runs on a pseudo-terminal instead of
+// pipes, as the leader of a new session (pty_linux.go).
 func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 	c, err := cfg.Resolve()
 	if err != nil {
@@ -144,14 +145,23 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		}
 		return r, w, err
 	}
-	inR, inW, err := pipe()
-	if err != nil {
-		return nil, startFailure(ReasonStartFailed, err)
-	}
-	outR, outW, err := pipe()
-	if err != nil {
-		closeAll()
-		return nil, startFailure(ReasonStartFailed, err)
+	var inR, inW, outR, outW *os.File
+	if c.TTY != nil {
+		// The slave is the child's stdin and stdout (and stderr, below).
+		pt, err := openPTY(c.TTY, c.RunAs)
+		if err != nil {
+			return nil, startFailure(ReasonStartFailed, err)
+		}
+		files = append(files, pt.master, pt.masterW, pt.slave)
+		inR, inW, outR, outW = pt.slave, pt.masterW, pt.master, pt.slave
+	} else {
+		if inR, inW, err = pipe(); err != nil {
+			return nil, startFailure(ReasonStartFailed, err)
+		}
+		if outR, outW, err = pipe(); err != nil {
+			closeAll()
+			return nil, startFailure(ReasonStartFailed, err)
+		}
 	}
 	errR, errW, err := pipe()
 	if err != nil {
@@ -171,6 +181,12 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		Env:   env, // never nil, so nothing is inherited
 		Files: []uintptr{inR.Fd(), outW.Fd(), errW.Fd()},
 		Sys:   sys,
+	}
+	if c.TTY != nil {
+		// A terminal merges stderr into stdout: the stderr pipe only
+		// gives its EOF, at once.
+		attr.Files[2] = outW.Fd()
+		ttySysProcAttr(sys)
 	}
 	execPath, execArgv := path, argv
 	var (
@@ -224,7 +240,11 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		attr.Env = []string{initEnv}
 		execPath, execArgv = "/proc/self/exe", []string{initArg0}
 		payload = &initPayload{Mode: mode, Path: path, Argv: argv, Env: env, Harden: hardenFor(&c), Dir: req.WorkingDirectory,
-			Rlimits: ct.lim.rlimits(limits)}
+			Rlimits: ct.lim.rlimits(limits), TTY: c.TTY != nil}
+		if c.TTY != nil {
+			// The init is no session leader: its child is.
+			sys.Setsid, sys.Setctty, sys.Setpgid = false, false, true
+		}
 		if payload.Harden != nil {
 			// The init stays root, to drop the child's capabilities; the
 			// child is switched to its user (payload.Harden.Cred).
@@ -495,7 +515,9 @@ func (p *Process) Exit() (status ExitStatus, ok bool) {
 // false when the exit was already published or the process destroyed: the
 // contract's already_exited. Between the child's death and the published
 // exit (a descendant holding stdout, up to Config.ExitWait) the group is
-// still signalled, which is how a SIGTERM reaches that descendant.
+// still signalled, which is how a SIGTERM reaches that descendant. On a
+// terminal (Config.TTY) it goes to the terminal's foreground process group
+// instead, as the key would, while the terminal has one.
 func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 	switch sig {
 	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL:
@@ -506,6 +528,12 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 	defer p.mu.Unlock()
 	if p.published || p.destroying {
 		return false, nil
+	}
+	if fg := p.ttyForeground(); fg > 0 {
+		// On a terminal, to its foreground job, as the key would.
+		if err := syscall.Kill(-fg, sig); err == nil {
+			return true, nil
+		}
 	}
 	if p.guardian && sig == syscall.SIGKILL {
 		// SIGKILL would end the guardian, not the child: the guardian

@@ -117,6 +117,9 @@ func (p *Process) pumpStdout() {
 		p.outMu.Unlock()
 
 		err := r.next(min(ioChunk, room))
+		if p.ttyEOF(err) {
+			err = io.EOF // no process holds the terminal's slave any more
+		}
 		if err == io.EOF {
 			p.outMu.Lock()
 			stopped := p.outStop

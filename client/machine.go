@@ -62,6 +62,7 @@ type link struct {
 	sigSent     int64 // highest signal id sent
 	closeSent   bool  // stdin_close sent
 	destroySent bool
+	sizeSent    int64 // the last window size (machine.sizeGen) sent on it
 }
 
 // pendingSignal is a signal sent or to send and not yet answered.
@@ -132,6 +133,10 @@ type machine struct {
 	exit    *ExitStatus
 	nextSig int64
 	signals []*pendingSignal // ascending ids
+
+	tty     bool          // the process runs on a terminal (opened.tty, resumed.tty)
+	size    frames.Resize // the last window size Resize asked for
+	sizeGen int64         // how many times Resize asked; 0: never
 }
 
 // limits are what the client accepts from the server (Options).
@@ -190,6 +195,7 @@ func newMachine(o *frames.Opened, instanceID string, req *frames.ProcessRequest,
 		outRecv:     credit.NewReceiver(o.StdoutWindow),
 		outEOF:      -1,
 		inCredit:    credit.NewSender(o.StdinLimit),
+		tty:         o.TTY,
 	}
 	if m.errCap == 0 {
 		m.errCap = int(min(o.StderrWindow, defaultStderrCap))
@@ -227,6 +233,7 @@ func newAttachedMachine(h *Handle, r *frames.Resumed, outFrom int64, l limits) (
 		ackTo:       outFrom,
 		inSent:      r.StdinReceived,
 		inCredit:    credit.NewSender(max(r.StdinLimit, r.StdinReceived)),
+		tty:         r.TTY,
 	}
 	m.inCredit.Reset(r.StdinReceived, max(r.StdinLimit, r.StdinReceived))
 	m.inBuf.reset(r.StdinReceived)
@@ -617,6 +624,12 @@ func (m *machine) next(dst []byte, f *outFrames) ([]byte, events) {
 		f.ack.Stdout = m.ackTo
 		return frames.Append(dst, &f.ack), 0
 	}
+	if m.sizeGen > m.out.sizeSent {
+		// The latest size only, again on every new connection.
+		m.out.sizeSent = m.sizeGen
+		f.resize = m.size
+		return frames.Append(dst, &f.resize), 0
+	}
 	for _, s := range m.signals {
 		if s.id > m.out.sigSent && !s.done && s.after <= m.out.stdinSent {
 			m.out.sigSent = s.id
@@ -649,6 +662,7 @@ type outFrames struct {
 	signal     frames.Signal
 	stdin      frames.Stdin
 	stdinClose frames.StdinClose
+	resize     frames.Resize
 }
 
 // read moves up to len(b) held bytes of stdout (or stderr) into b. It

@@ -77,6 +77,9 @@ type Options struct {
 	// refuses the open (SandboxCapabilityUnavailable, requirement
 	// "resources").
 	Limits *frames.Limits
+	// TTY, when set, runs the process on a pseudo-terminal of that size
+	// (see TTY); nil: pipes.
+	TTY *TTY
 	// Logger receives connection events (losses, resumes); nil discards
 	// them.
 	Logger *slog.Logger

@@ -177,7 +177,8 @@ func Open(ctx context.Context, url, instanceID string, req frames.ProcessRequest
 		return nil, err
 	}
 	open := &frames.Open{InstanceID: instanceID, Request: req, StdoutWindow: o.StdoutWindow, StdinWindow: o.StdinWindow,
-		ExitReasons: frames.ExitReasonOOM, Limits: o.Limits}
+		ExitReasons: frames.ExitReasonOOM, Limits: o.Limits,
+		TTY: ttyFrame(o.TTY)}
 	if o.Compress {
 		open.OutputEnc, open.StdinEnc = frames.EncS2, frames.EncS2
 	}

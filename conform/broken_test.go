@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
@@ -53,6 +54,10 @@ type fault struct {
 	// dropBearer does not pass the bearer subprotocol on, as a server
 	// that ignores it would.
 	dropBearer bool
+	// silent accepts every upgrade (no token, origin or subprotocol
+	// check; procwire.v1 selected when offered) and then says nothing:
+	// it reads and drops every message and never answers or closes.
+	silent bool
 }
 
 // brokenServer starts a real server behind a proxy applying f and returns
@@ -62,6 +67,10 @@ func brokenServer(t *testing.T, f fault) string {
 	upstream := localServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f.silent {
+			silentConn(ctx, w, r)
+			return
+		}
 		h := http.Header{}
 		pass := []string{"Authorization", "Origin", frames.HeaderInstance, frames.HeaderProcess}
 		if f.stripRouting {
@@ -116,6 +125,26 @@ func brokenServer(t *testing.T, f fault) string {
 		ts.Close()
 	})
 	return "ws" + strings.TrimPrefix(ts.URL, "http")
+}
+
+// silentConn accepts the upgrade and reads until the connection ends,
+// answering nothing.
+func silentConn(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	var subs []string
+	if strings.Contains(r.Header.Get("Sec-WebSocket-Protocol"), frames.Subprotocol) {
+		subs = []string{frames.Subprotocol}
+	}
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: subs, InsecureSkipVerify: true})
+	if err != nil {
+		return
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(-1)
+	for {
+		if _, _, err := c.Read(ctx); err != nil {
+			return
+		}
+	}
 }
 
 // lazyProxy accepts the client's connection with procwire.v1 and connects
@@ -410,6 +439,38 @@ var faults = []struct {
 		quote: "an upgrade carrying the token only as subprotocol procwire.bearer.<token> was refused: 401",
 	},
 	{
+		name:  "a server that accepts every upgrade and says nothing",
+		fault: func() fault { return fault{silent: true} },
+		catch: "handshake-subprotocol",
+		quote: "the server sent nothing within 10s",
+	},
+	{
+		name: "resize dropped",
+		fault: func() fault {
+			return fault{toServer: func(_ *proxyConn, f frames.Frame) []frames.Frame {
+				if _, ok := f.(*frames.Resize); ok {
+					return []frames.Frame{}
+				}
+				return nil
+			}}
+		},
+		catch: "tty",
+		quote: `waiting for stdout "50 132\r\n" after resize to 50x132: the server sent nothing within 10s`,
+	},
+	{
+		name: "stderr as its own stream on a terminal",
+		fault: func() fault {
+			return fault{toClient: func(_ *proxyConn, f frames.Frame) []frames.Frame {
+				if o, ok := f.(*frames.Stdout); ok && strings.Contains(string(o.Data), "to-stderr") {
+					return []frames.Frame{o, &frames.Stderr{Off: 0, Data: []byte("to-stderr\r\n")}}
+				}
+				return nil
+			}}
+		},
+		catch: "tty",
+		quote: "a stderr frame on a terminal session",
+	},
+	{
 		name: "a pong with another id",
 		fault: func() fault {
 			return fault{toClient: func(_ *proxyConn, f frames.Frame) []frames.Frame {
@@ -523,4 +584,27 @@ func TestCreditBeforeTheLastStdout(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Nil(t, held, "the last stdout was sent on")
+}
+
+// TestSilentServerNeverHangs: against a server that accepts every upgrade
+// and then says nothing, every case fails within its own short bound,
+// saying what it waited for, and the whole run ends in under 3 minutes
+// (the bound the issue sets; a run takes about 30 s: the answer bound of
+// a few cases, the others failing on the probe's). Before the bound, the
+// first case alone waited out its 2-minute case timeout.
+func TestSilentServerNeverHangs(t *testing.T) {
+	start := time.Now()
+	rep := runAgainst(t, brokenServer(t, fault{silent: true}))
+	took := time.Since(start)
+	require.Less(t, took, 3*time.Minute, "the whole run")
+	require.Len(t, rep.Cases, len(conform.Cases()))
+	for _, c := range rep.Cases {
+		require.Equal(t, conform.Fail, c.Outcome, "%s: %s", c.Name, c.Detail)
+		require.Less(t, c.Duration, time.Minute, "%s: %s", c.Name, c.Detail)
+		if c.Name != "handshake-token" && c.Name != "handshake-origin" {
+			// Those two fail at once: the upgrade they expect refused is
+			// accepted.
+			require.Contains(t, c.Detail, "the server sent nothing within", c.Name)
+		}
+	}
 }

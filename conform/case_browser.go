@@ -41,7 +41,10 @@ func caseBearerSubprotocol(ctx context.Context, t *T) {
 	if err := p.send(ctx, &frames.Open{InstanceID: t.instance(), Request: t.request("cat")}); err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	if f := t.await(ctx, p, "opened", func(frames.Frame) bool { return true }); f.Type() != frames.TypeOpened {
+	bctx, cancel := t.bounded(ctx)
+	f := t.await(bctx, p, "opened", func(frames.Frame) bool { return true })
+	cancel()
+	if f.Type() != frames.TypeOpened {
 		t.Fatalf("an open on a connection authenticated by subprotocol answered %s", show(f))
 	} else {
 		o := f.(*frames.Opened)

@@ -39,7 +39,7 @@ func caseDestroyIdempotent(ctx context.Context, t *T) {
 	if err := g.send(ctx, &frames.Destroy{ProcessID: o.ProcessID, Token: string(wrong)}); err != nil {
 		t.Fatalf("destroy: %v", err)
 	}
-	ans, err := g.next(ctx)
+	ans, err := t.nextAnswer(ctx, g)
 	if err != nil {
 		t.Fatalf("destroy with a wrong token: %v", err)
 	}

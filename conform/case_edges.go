@@ -32,7 +32,7 @@ func (t *T) first(ctx context.Context, f frames.Frame, header http.Header, field
 	if err := p.send(ctx, f); err != nil {
 		t.Fatalf("%s: %v", f.Type(), err)
 	}
-	a, err := p.next(ctx)
+	a, err := t.nextAnswer(ctx, p)
 	if err != nil {
 		if ce, ok := errors.AsType[*closedError](err); ok && ce.code == websocket.StatusInvalidFramePayloadData &&
 			strings.HasPrefix(ce.reason, field+": unknown_field") {

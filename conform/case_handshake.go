@@ -26,8 +26,10 @@ func caseSubprotocol(ctx context.Context, t *T) {
 			}
 			t.Fatalf("an upgrade offering %q was refused with HTTP %d (%v), not upgraded and closed 1002", offer, status, err)
 		}
-		t.expectClose(ctx, p, "the close of an upgrade offering "+quoteList(offer), websocket.StatusProtocolError, nil,
+		bctx, cancel := t.bounded(ctx)
+		t.expectClose(bctx, p, "the close of an upgrade offering "+quoteList(offer), websocket.StatusProtocolError, nil,
 			func(r string) bool { return r == subprotocolReason })
+		cancel()
 	}
 }
 

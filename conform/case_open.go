@@ -75,7 +75,7 @@ func caseStartFailure(ctx context.Context, t *T) {
 	if err := p.send(ctx, &frames.Open{InstanceID: inst, Request: t.request(missing)}); err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	first, err := p.next(ctx)
+	first, err := t.nextAnswer(ctx, p)
 	if err != nil {
 		t.Fatalf("open of a missing executable: %v", err)
 	}
@@ -99,7 +99,7 @@ func caseOnePerInstance(ctx context.Context, t *T) {
 		if err := p.send(ctx, &frames.Open{InstanceID: inst, Request: t.sh("exit 0")}); err != nil {
 			t.Fatalf("open: %v", err)
 		}
-		first, err := p.next(ctx)
+		first, err := t.nextAnswer(ctx, p)
 		if err != nil {
 			t.Fatalf("a second open on %s %s: %v", inst, what, err)
 		}

@@ -46,6 +46,9 @@ type Config struct {
 	WorkingDirectory string
 	// CaseTimeout bounds one case (default DefaultCaseTimeout).
 	CaseTimeout time.Duration
+	// AnswerTimeout bounds each wait for an answer the server owes at
+	// once (default DefaultAnswerTimeout): see DefaultAnswerTimeout.
+	AnswerTimeout time.Duration
 	// Revision names the procwire build running the cases, for the
 	// report (default: this module's version and VCS revision).
 	Revision string
@@ -129,6 +132,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.CaseTimeout <= 0 {
 		cfg.CaseTimeout = DefaultCaseTimeout
+	}
+	if cfg.AnswerTimeout <= 0 {
+		cfg.AnswerTimeout = DefaultAnswerTimeout
 	}
 	if cfg.Revision == "" {
 		cfg.Revision = Revision()

@@ -13,7 +13,7 @@ import (
 )
 
 // shellCommands are the commands the shell cases use besides sh itself.
-var shellCommands = []string{"cat", "wc", "head", "sleep"}
+var shellCommands = []string{"cat", "wc", "head", "sleep", "stty", "tty"}
 
 // probeResult is what the first open of a run found out.
 type probeResult struct {
@@ -122,9 +122,9 @@ func (t *T) open(ctx context.Context, instance string, req frames.ProcessRequest
 	if err := p.send(ctx, f); err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	first, err := p.next(ctx)
+	first, err := t.nextAnswer(ctx, p)
 	if err != nil {
-		t.Fatalf("open %s on %s: %v", req.Executable, instance, err)
+		t.Fatalf("waiting for the answer to open %s on %s: %v", req.Executable, instance, err)
 	}
 	switch a := first.(type) {
 	case *frames.Opened:
@@ -183,9 +183,9 @@ func (t *T) resumeRawWith(ctx context.Context, f *frames.Resume, opts dialOption
 	if err := p.send(ctx, f); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
-	first, err := p.next(ctx)
+	first, err := t.nextAnswer(ctx, p)
 	if err != nil {
-		t.Fatalf("resume from %d: %v", f.StdoutReceived, err)
+		t.Fatalf("waiting for the answer to resume from %d: %v", f.StdoutReceived, err)
 	}
 	return p, first
 }
@@ -317,9 +317,9 @@ func (t *T) destroyFirst(ctx context.Context, id, token string) *frames.Exit {
 	if err := p.send(ctx, &frames.Destroy{ProcessID: id, Token: token}); err != nil {
 		t.Fatalf("destroy: %v", err)
 	}
-	f, err := p.next(ctx)
+	f, err := t.nextAnswer(ctx, p)
 	if err != nil {
-		t.Fatalf("destroy of %s as a first frame: %v", id, err)
+		t.Fatalf("waiting for the answer to destroy of %s as a first frame: %v", id, err)
 	}
 	if _, ok := f.(*frames.Exit); ok {
 		if f, err = p.next(ctx); err != nil {

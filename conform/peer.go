@@ -267,7 +267,7 @@ func (p *peer) next(ctx context.Context) (frames.Frame, error) {
 			return nil, &closedError{code: ce.Code, reason: ce.Reason, err: err}
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, context.Cause(ctx) // a bounded wait says how long it waited
 		}
 		return nil, &closedError{code: -1, err: err}
 	}

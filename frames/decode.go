@@ -305,6 +305,8 @@ func (d *Decoder) newFrame(t Type) fielder {
 		return new(Ping)
 	case TypePong:
 		return new(Pong)
+	case TypeResize:
+		return new(Resize)
 	}
 	panic("frames: no frame for type " + t.String())
 }
@@ -513,6 +515,10 @@ func (d *Decoder) value(fd *field, p any, parent string) *DecodeError {
 		if l, isLimits := p.(**Limits); isLimits {
 			*l = new(Limits)
 			obj, ok = *l, true
+		}
+		if t, isTTY := p.(**TTY); isTTY {
+			*t = new(TTY)
+			obj, ok = *t, true
 		}
 		if !ok {
 			panic("frames: no binding for " + fd.name)

@@ -126,6 +126,8 @@ func appendValue(dst []byte, fd *field, p any) []byte {
 		return appendObject(dst, fd.sub, *p)
 	case **Limits:
 		return appendObject(dst, fd.sub, *p)
+	case **TTY:
+		return appendObject(dst, fd.sub, *p)
 	case fielder:
 		return appendObject(dst, fd.sub, p)
 	}

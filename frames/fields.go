@@ -109,6 +109,13 @@ var (
 		str("working_directory", rPath, true),
 		{name: "environment", rule: rEnv, req: true},
 	}}
+	ttySchema = &schema{name: "tty", fields: []field{
+		intIn("rows", true, 1, MaxTTYSize),
+		intIn("cols", true, 1, MaxTTYSize),
+		str("term", rText, false),
+		intIn("xpixel", false, 0, MaxTTYSize),
+		intIn("ypixel", false, 0, MaxTTYSize),
+	}}
 	evidenceSchema = &schema{name: "evidence", fields: []field{
 		str("wire_revision", rWire, true),
 		str("provider", rText, true),
@@ -142,7 +149,8 @@ var schemas = [...]*schema{
 		str("stdin_enc", rEncList, false),
 		boolean("pings"),
 		str("exit_reasons", rEncList, false),
-		object("limits", limitsSchema, false)),
+		object("limits", limitsSchema, false),
+		object("tty", ttySchema, false)),
 	TypeResume: frame(TypeResume,
 		str("process_id", rProcessID, true),
 		str("token", rToken, true),
@@ -173,13 +181,15 @@ var schemas = [...]*schema{
 		intIn("max_data", true, 1, MaxData),
 		str("output_enc", rEnc, false),
 		str("stdin_enc", rEnc, false),
-		boolean("pings")),
+		boolean("pings"),
+		boolean("tty")),
 	TypeResumed: frame(TypeResumed,
 		str("process_id", rProcessID, true),
 		object("evidence", evidenceSchema, true),
 		offset("stdin_received"),
 		offset("stdin_limit"),
-		boolean("pings")),
+		boolean("pings"),
+		boolean("tty")),
 	TypeCredit:    frame(TypeCredit, offset("stdin_received"), offset("stdin_limit")),
 	TypeStdout:    frame(TypeStdout, offset("off"), field{name: "data", rule: rData, req: true}, str("enc", rEnc, false)),
 	TypeStdoutEOF: frame(TypeStdoutEOF, offset("off")),
@@ -204,6 +214,11 @@ var schemas = [...]*schema{
 		intIn("id", false, 1, math.MaxInt64)),
 	TypePing: frame(TypePing, intIn("id", true, 0, MaxPingID)),
 	TypePong: frame(TypePong, intIn("id", true, 0, MaxPingID)),
+	TypeResize: frame(TypeResize,
+		intIn("rows", true, 1, MaxTTYSize),
+		intIn("cols", true, 1, MaxTTYSize),
+		intIn("xpixel", false, 0, MaxTTYSize),
+		intIn("ypixel", false, 0, MaxTTYSize)),
 }
 
 // typeByName maps a wire type name to its Type.
@@ -300,6 +315,8 @@ func (s *schema) present(obj fielder, i int) bool {
 	case **Gap:
 		return *p != nil
 	case **Limits:
+		return *p != nil
+	case **TTY:
 		return *p != nil
 	}
 	panic("frames: no presence rule for " + fd.name)
@@ -470,7 +487,7 @@ func validUTF8[T ~string | ~[]byte](s T) bool { return utf8.ValidString(string(s
 
 func (f *Open) field(i int) any {
 	return [...]any{nil, &f.InstanceID, &f.Request, &f.StdoutWindow, &f.StdinWindow, &f.OpenKey,
-		&f.OutputEnc, &f.StdinEnc, &f.Pings, &f.ExitReasons, &f.Limits}[i]
+		&f.OutputEnc, &f.StdinEnc, &f.Pings, &f.ExitReasons, &f.Limits, &f.TTY}[i]
 }
 func (f *Resume) field(i int) any {
 	return [...]any{nil, &f.ProcessID, &f.Token, &f.StdoutReceived, &f.StderrReceived, &f.Pings}[i]
@@ -484,10 +501,10 @@ func (f *Destroy) field(i int) any {
 }
 func (f *Opened) field(i int) any {
 	return [...]any{nil, &f.ProcessID, &f.Token, &f.Evidence, &f.StdinLimit, &f.StdoutWindow,
-		&f.StderrWindow, &f.GraceMS, &f.HeartbeatMS, &f.ExitWaitMS, &f.MaxData, &f.OutputEnc, &f.StdinEnc, &f.Pings}[i]
+		&f.StderrWindow, &f.GraceMS, &f.HeartbeatMS, &f.ExitWaitMS, &f.MaxData, &f.OutputEnc, &f.StdinEnc, &f.Pings, &f.TTY}[i]
 }
 func (f *Resumed) field(i int) any {
-	return [...]any{nil, &f.ProcessID, &f.Evidence, &f.StdinReceived, &f.StdinLimit, &f.Pings}[i]
+	return [...]any{nil, &f.ProcessID, &f.Evidence, &f.StdinReceived, &f.StdinLimit, &f.Pings, &f.TTY}[i]
 }
 func (f *Credit) field(i int) any    { return [...]any{nil, &f.StdinReceived, &f.StdinLimit}[i] }
 func (f *Stdout) field(i int) any    { return [...]any{nil, &f.Off, &f.Data, &f.Enc}[i] }
@@ -513,3 +530,7 @@ func (g *Gap) field(i int) any  { return [...]any{&g.Requested, &g.Oldest}[i] }
 func (l *Limits) field(i int) any {
 	return [...]any{&l.Pids, &l.Memory, &l.CPUMillicores}[i]
 }
+func (t *TTY) field(i int) any {
+	return [...]any{&t.Rows, &t.Cols, &t.Term, &t.XPixel, &t.YPixel}[i]
+}
+func (f *Resize) field(i int) any { return [...]any{nil, &f.Rows, &f.Cols, &f.XPixel, &f.YPixel}[i] }

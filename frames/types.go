@@ -60,6 +60,10 @@ const (
 	// a session whose open or resume negotiated pings (PROTOCOL.md §3).
 	TypePing
 	TypePong
+
+	// TypeResize (C→S) sets the window size of a session's terminal
+	// (PROTOCOL.md §3, "resize").
+	TypeResize
 )
 
 var typeNames = [...]string{
@@ -82,6 +86,7 @@ var typeNames = [...]string{
 	TypeError:      "error",
 	TypePing:       "ping",
 	TypePong:       "pong",
+	TypeResize:     "resize",
 }
 
 // String returns the wire name of t, such as "stdout_eof".
@@ -93,7 +98,9 @@ func (t Type) String() string {
 }
 
 // FromClient reports whether frames of type t travel from client to server.
-func (t Type) FromClient() bool { return t >= TypeOpen && t <= TypeDestroy || t == TypePing }
+func (t Type) FromClient() bool {
+	return t >= TypeOpen && t <= TypeDestroy || t == TypePing || t == TypeResize
+}
 
 // Frame is implemented by a pointer to every frame type.
 type Frame interface {
@@ -147,6 +154,28 @@ type Open struct {
 	// SandboxCapabilityUnavailable{requirement: "resources"}. With it,
 	// even empty, opened's evidence says the limits in force.
 	Limits *Limits
+	// TTY, when set, asks for the process to run on a new pseudo-terminal
+	// of that size, as its session leader with the terminal as its
+	// controlling terminal. Nil (absent): pipes, as before.
+	TTY *TTY
+}
+
+// Bounds of a terminal's size in open.tty and resize.
+const (
+	MaxTTYSize   = 65535 // rows, cols, xpixel and ypixel
+	MaxTermBytes = MaxStringBytes
+)
+
+// TTY is open's request for a terminal.
+type TTY struct {
+	// Rows and Cols are the window size in characters, 1..65535.
+	Rows, Cols int
+	// Term becomes the process's TERM unless the request's environment
+	// sets TERM. Empty (absent): TERM is what the environment says.
+	Term string
+	// XPixel and YPixel are the window size in pixels, 0..65535; 0
+	// (absent): unknown.
+	XPixel, YPixel int
 }
 
 // EncS2 names the S2 block encoding (github.com/klauspost/compress/s2) of
@@ -272,6 +301,8 @@ type Opened struct {
 	// Pings says the server answers Ping frames; set only when the open
 	// asked for them.
 	Pings bool
+	// TTY says the process runs on a terminal (the open had a tty).
+	TTY bool
 }
 
 // Resumed answers Resume; replayed frames follow it.
@@ -285,6 +316,8 @@ type Resumed struct {
 	// Pings says the server answers Ping frames on this connection; set
 	// only when the resume asked for them.
 	Pings bool
+	// TTY says the process runs on a terminal.
+	TTY bool
 }
 
 // Credit grants stdin: the server received StdinReceived bytes and the
@@ -405,6 +438,14 @@ type Pong struct {
 	ID int64
 }
 
+// Resize sets the window size of the session's terminal; the kernel
+// sends SIGWINCH to the terminal's foreground process group. It is not
+// answered. On a session without a terminal it is a protocol error.
+type Resize struct {
+	Rows, Cols     int // 1..65535
+	XPixel, YPixel int // 0..65535, 0 (absent): unknown
+}
+
 // Type returns TypeOpen.
 func (*Open) Type() Type { return TypeOpen }
 
@@ -461,3 +502,6 @@ func (*Ping) Type() Type { return TypePing }
 
 // Type returns TypePong.
 func (*Pong) Type() Type { return TypePong }
+
+// Type returns TypeResize.
+func (*Resize) Type() Type { return TypeResize }

@@ -134,6 +134,8 @@ func validateValue(fd *field, p any, parent string) *DecodeError {
 		return validateObject(fd.sub, *p, path)
 	case **Limits:
 		return validateObject(fd.sub, *p, path)
+	case **TTY:
+		return validateObject(fd.sub, *p, path)
 	case fielder:
 		return validateObject(fd.sub, p, path)
 	}
@@ -197,6 +199,12 @@ func equalValue(sub *schema, a, b any) bool {
 			return *a == nil && lb == nil
 		}
 		return equalObject(sub, *a, lb)
+	case **TTY:
+		tb := *b.(**TTY)
+		if *a == nil || tb == nil {
+			return *a == nil && tb == nil
+		}
+		return equalObject(sub, *a, tb)
 	case fielder:
 		return equalObject(sub, a, b.(fielder))
 	}

@@ -149,7 +149,7 @@ func validLines() []string {
 		v = append(v, `{"type":"error","code":"`+c+`"}`)
 	}
 	v = append(v, `{"type":"error","code":"SandboxInstanceNotFound","operation":"open_process","expected":"e","actual":"a","requirement":"r","reason":"r","message":"`+strings.Repeat("m", 4096)+`","gap":{"requested":`+maxInt+`,"oldest":0},"id":1}`)
-	return append(append(v, compressedLines()...), pingLines()...)
+	return append(append(append(v, compressedLines()...), pingLines()...), ttyLines()...)
 }
 
 // ndjsonPayload is ACP-shaped output: JSON lines that repeat their keys.
@@ -324,7 +324,7 @@ func invalidVectors() []invalidVector {
 		inv("unknown_type", `{"type":"Stdout","off":0,"data":"AA=="}`, "", "type", frames.KindUnknownType),
 		inv("unknown_type.empty", `{"type":""}`, "", "type", frames.KindUnknownType),
 		inv("unknown_type.not_first", `{"off":-1,"type":"stdout2"}`, "", "type", frames.KindUnknownType),
-		inv("unknown_type.v2", `{"type":"resize","rows":24}`, "", "type", frames.KindUnknownType),
+		inv("unknown_type.v2", `{"type":"window_change","rows":24}`, "", "type", frames.KindUnknownType),
 
 		// missing_field
 		inv("missing_field.type", `{"stdout":1}`, "", "type", frames.KindMissingField),
@@ -541,7 +541,7 @@ func invalidVectors() []invalidVector {
 		inv("bad_value.destroy_open_key", `{"type":"destroy","instance_id":"inst-1","open_key":"`+openKey+`0"}`, "destroy", "open_key", frames.KindBadValue),
 		inv("bad_value.destroy_instance_id", `{"type":"destroy","instance_id":"a b","open_key":"`+openKey+`"}`, "destroy", "instance_id", frames.KindBadValue),
 	}
-	return append(append(v, compressedInvalid()...), pingInvalid()...)
+	return append(append(append(v, compressedInvalid()...), pingInvalid()...), ttyInvalid()...)
 }
 
 func noncanonicalVectors() []noncanonicalVector {
@@ -559,5 +559,5 @@ func noncanonicalVectors() []noncanonicalVector {
 		{"destroy_key_pair_reordered", `{"open_key":"` + openKey + `", "instance_id":"inst-1","type":"destroy"}`, `{"type":"destroy","instance_id":"inst-1","open_key":"` + openKey + `"}`},
 		{"error_id_first", `{"id":7,"type":"error","reason":"signal_failed","operation":"signal_process","code":"SandboxOperationFailed"}`, `{"type":"error","code":"SandboxOperationFailed","operation":"signal_process","reason":"signal_failed","id":7}`},
 		{"escaped_control_uppercase_hex", `{"type":"open","instance_id":"i","request":{"executable":"cat","arguments":["\u001B\u0008"],"working_directory":"/","environment":{}}}`, `{"type":"open","instance_id":"i","request":{"executable":"cat","arguments":["\u001b\b"],"working_directory":"/","environment":{}}}`},
-	}, pingNoncanonical()...)
+	}, append(pingNoncanonical(), ttyNoncanonical()...)...)
 }

@@ -39,6 +39,9 @@ type Config struct {
 	// process (never loosen them; see Limits.Tighten). Zero: the
 	// containment's.
 	Limits Limits
+	// TTY, when set, starts the child on a new pseudo-terminal of that
+	// size (see TTY); nil gives it pipes.
+	TTY *TTY
 }
 
 // User is an identity a child runs as: a user id, a primary group and the

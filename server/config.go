@@ -144,6 +144,12 @@ type Config struct {
 	// compressing stdout and stderr frames that shrink usefully.
 	NoCompression bool
 
+	// NoTTY refuses an open with tty (PROTOCOL.md §10) with
+	// SandboxCapabilityUnavailable, requirement RequirementTTY, before
+	// anything starts. By default the server gives terminals when its
+	// Executor can (TTYExecutor).
+	NoTTY bool
+
 	// FirstFrameTimeout bounds the wait for a connection's first frame;
 	// a peer silent that long is disconnected (default DefaultFirstFrame).
 	FirstFrameTimeout time.Duration

@@ -517,6 +517,8 @@ func (c *conn) handle(f frames.Frame) (st closeStatus, done bool) {
 		return c.destroy(f)
 	case *frames.Ping:
 		return c.ping(f)
+	case *frames.Resize:
+		return c.resize(f)
 	case *frames.Open, *frames.Resume:
 		return protocolError("%s inside a session", f.Type()), true
 	}

@@ -103,6 +103,11 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 			return c.refuse(e), false
 		}
 	}
+	if f.TTY != nil {
+		if e := s.ttyRefusal(); e != nil {
+			return c.refuse(e), false
+		}
+	}
 	var po *pendingOpen
 	for po == nil {
 		s.mu.Lock()
@@ -165,6 +170,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		ExitWait:     cfg.ExitWait,
 		DestroyWait:  cfg.DestroyWait,
 		RunAs:        cfg.RunAs,
+		TTY:          ttyConfig(f.TTY),
 	}
 	limits, inForce, err := openLimits(cfg.Executor, f.Limits)
 	if err != nil {
@@ -187,7 +193,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		Executable:       f.Request.Executable,
 		Arguments:        f.Request.Arguments,
 		WorkingDirectory: f.Request.WorkingDirectory,
-		Environment:      f.Request.Environment,
+		Environment:      ttyEnv(f.Request.Environment, f.TTY),
 	}
 	ctx, cancel := c.callContext()
 	p, err := cfg.Executor.Start(ctx, req, bcfg)
@@ -260,6 +266,7 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		MaxData:      int64(cfg.MaxFrameData),
 		OutputEnc:    se.outEnc,
 		StdinEnc:     se.inEnc,
+		TTY:          f.TTY != nil,
 	}
 
 	s.mu.Lock()
@@ -458,6 +465,7 @@ func (s *Server) takeOver(c *conn, se *session, op string, stdoutFrom, stderrFro
 			Evidence:      se.evidence,
 			StdinReceived: se.recv.Received(),
 			StdinLimit:    se.recv.Limit(),
+			TTY:           se.opened.TTY,
 		}
 	}
 	se.mu.Unlock()

@@ -26,7 +26,9 @@ stdout nobody read, continue stdin from what the server received, and mirror
 stderr, signals and the exit as exec does (same exit statuses). The handle
 is what "procwire exec --detach" printed; give it with --handle-file (an
 argument is visible to every user of this machine in ps). It is a secret:
-whoever holds it, with the server's token, controls the process.`,
+whoever holds it, with the server's token, controls the process. A process
+started with exec -t is attached as exec -t runs it: the local terminal raw
+until attach ends, its size sent at once and on every SIGWINCH.`,
 		run: attach,
 	})
 }
@@ -43,13 +45,16 @@ type handleDoc struct {
 	// URLMAC binds URL to the token the handle was made with
 	// (handleMAC); absent when there was no token.
 	URLMAC string `json:"url_mac,omitempty"`
+	// TTY says that the process runs on a remote terminal (exec -t):
+	// attach makes the local terminal raw, as exec -t does.
+	TTY bool `json:"tty,omitempty"`
 	client.Handle
 }
 
 // detach prints p's handle (to file, or w) and lets p go, leaving the
 // process to the server's grace.
 func detach(p *client.Process, d *dialer, file string, w io.Writer, out *exitReport) int {
-	doc := handleDoc{Secret: handleSecret, URL: d.url.String(), Handle: p.Handle()}
+	doc := handleDoc{Secret: handleSecret, URL: d.url.String(), TTY: d.opts.TTY != nil, Handle: p.Handle()}
 	if d.token != "" {
 		doc.URLMAC = handleMAC(d.token, doc.URL, doc.ProcessID)
 	}
@@ -172,7 +177,14 @@ func attach(ctx context.Context, args []string, io *stdio) int {
 		}
 		return out.failed(d.explain(err), exitFailure)
 	}
-	return out.mirrored(p, d.lost(mirror(ctx, p, sigc, io.in, io.out, stderr)))
+	if h.TTY || p.TTY() {
+		if fd := stdinTerminal(io.in); fd >= 0 {
+			return out.mirrored(p, d.lost(mirrorTTY(ctx, p, sigc, io, stderr, fd, true)))
+		}
+		fmt.Fprintln(stderr, "procwire attach: warning: stdin is not a terminal: the remote terminal's output is copied as it is, stdin as bytes")
+		return out.mirrored(p, d.lost(mirror(ctx, p, sigc, io.in, io.out, stderr, true)))
+	}
+	return out.mirrored(p, d.lost(mirror(ctx, p, sigc, io.in, io.out, stderr, false)))
 }
 
 // msDuration is a handle's milliseconds as a duration.

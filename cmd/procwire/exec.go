@@ -63,7 +63,15 @@ Exit status: the remote one; 125 when procwire failed (usage, connection,
 server refusal); 126 when CMD could not be started; 127 when CMD was not
 found; 128+N when the remote process died of signal N (re-raised here,
 without a core file); 129/131 after a local SIGHUP/SIGQUIT; 141 for a closed
-stdout. --exit-status-file tells a remote "exit 125" apart from procwire's.`,
+stdout. --exit-status-file tells a remote "exit 125" apart from procwire's.
+
+With -t, CMD runs on a remote terminal of the local terminal's size, TERM
+the local one unless --env sets it: the local terminal is raw (every key,
+^C included, goes as a byte) until exec ends, whichever way, and SIGWINCH
+resizes the remote one. Output is the terminal's: stdout and stderr merged.
+On a terminal a local SIGTERM ends the session as SIGHUP does (an
+interactive shell ignores SIGTERM). With a stdin that is not a terminal, -t
+warns and uses pipes; -T forces pipes.`,
 		run: execute,
 	})
 }
@@ -79,6 +87,7 @@ type execFlags struct {
 	detach     bool
 	handleFile string
 	compress   bool
+	ttyFlags
 }
 
 // execute runs a command remotely and mirrors it.
@@ -94,6 +103,7 @@ func execute(ctx context.Context, args []string, io *stdio) int {
 	fs.StringVar(&f.statusFile, "exit-status-file", "", "write how the remote process ended to `file`: \"exit N\", \"signal NAME\", or \"none\" when exec's status is its own")
 	fs.BoolVar(&f.detach, "detach", false, "start CMD, print its handle (a secret) and exit 0, leaving CMD to \"procwire attach\" within the server's grace")
 	fs.StringVar(&f.handleFile, "handle-file", "", "with --detach, write the handle to `file` (mode 0600) instead of stdout")
+	f.ttyFlags.define(fs)
 	fs.BoolVar(&f.compress, "compress", false, "ask for s2-compressed stdout and stderr and compress stdin (pays on slow links; a server without compression refuses the open)")
 	pos, argv, status, ok := parse(c, fs, args, 1, io, exitFailure)
 	if !ok {
@@ -136,6 +146,17 @@ func execute(ctx context.Context, args []string, io *stdio) int {
 		f.instance = "exec-" + randomHex(8)
 	}
 
+	ttyFD := -1 // the local terminal exec -t makes raw
+	if f.tty && !f.noTTY {
+		ttyFD = stdinTerminal(io.in)
+		if ttyFD < 0 && !f.detach {
+			fmt.Fprintln(stderr, "procwire exec: warning: stdin is not a terminal: no remote terminal, pipes instead (-t)")
+		} else {
+			rows, cols := terminalSize(ttyFD)
+			d.opts.TTY = &client.TTY{Rows: rows, Cols: cols, Term: os.Getenv("TERM")}
+		}
+	}
+
 	// Listen before the process exists, so that no signal is missed.
 	sigc := make(chan os.Signal, 8)
 	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
@@ -157,7 +178,10 @@ func execute(ctx context.Context, args []string, io *stdio) int {
 	if f.detach {
 		return detach(p, d, f.handleFile, io.out, out)
 	}
-	return out.mirrored(p, d.lost(mirror(ctx, p, sigc, io.in, io.out, stderr)))
+	if d.opts.TTY != nil {
+		return out.mirrored(p, d.lost(mirrorTTY(ctx, p, sigc, io, stderr, ttyFD, false)))
+	}
+	return out.mirrored(p, d.lost(mirror(ctx, p, sigc, io.in, io.out, stderr, false)))
 }
 
 // interruptible runs connect, bounded by connectTimeout, and cancels it on
@@ -218,8 +242,9 @@ type ending struct {
 }
 
 // mirror copies the streams of p until it has exited, then destroys it;
-// it destroys it too on every other way out.
-func mirror(ctx context.Context, p *client.Process, sigc <-chan os.Signal, stdin io.Reader, stdout, stderr io.Writer) (end ending) {
+// it destroys it too on every other way out. On a terminal (tty), SIGTERM
+// ends the session as SIGHUP does: an interactive shell ignores it.
+func mirror(ctx context.Context, p *client.Process, sigc <-chan os.Signal, stdin io.Reader, stdout, stderr io.Writer, tty bool) (end ending) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer func() {
@@ -232,14 +257,19 @@ func mirror(ctx context.Context, p *client.Process, sigc <-chan os.Signal, stdin
 	// The stdin copy is not waited for: it may sit in a read of a local
 	// stdin that never ends. Its next write fails once p is destroyed.
 	go func() {
+		defer restoreOnPanic()
 		if _, err := io.Copy(p.Stdin(), stdin); err == nil {
 			p.Stdin().Close()
 		}
 	}()
 	outDone := make(chan error, 1) // the local write error that ended stdout, or nil
-	wg.Go(func() { outDone <- copyOut(stdout, p.Stdout()) })
+	wg.Go(func() {
+		defer restoreOnPanic()
+		outDone <- copyOut(stdout, p.Stdout())
+	})
 	errDone := make(chan struct{})
 	wg.Go(func() {
+		defer restoreOnPanic()
 		defer close(errDone)
 		copyOut(stderr, p.Stderr())
 	})
@@ -252,6 +282,7 @@ func mirror(ctx context.Context, p *client.Process, sigc <-chan os.Signal, stdin
 	wctx, stopWait := context.WithCancel(ctx)
 	defer stopWait()
 	wg.Go(func() {
+		defer restoreOnPanic()
 		st, err := p.Wait(wctx)
 		waited <- result{st, err}
 	})
@@ -259,16 +290,17 @@ func mirror(ctx context.Context, p *client.Process, sigc <-chan os.Signal, stdin
 	for {
 		select {
 		case sig := <-sigc:
-			switch sig {
-			case syscall.SIGINT, syscall.SIGTERM:
+			hangupLike := tty && sig == syscall.SIGTERM
+			switch {
+			case (sig == syscall.SIGINT || sig == syscall.SIGTERM) && !hangupLike:
 				name := frames.SIGTERM
 				if sig == syscall.SIGINT {
 					name = frames.SIGINT
 				}
 				forward(ctx, &wg, p, name)
-			case syscall.SIGPIPE:
+			case sig == syscall.SIGPIPE:
 				// The write that raised it reports EPIPE to copyOut.
-			default: // SIGHUP, SIGQUIT
+			default: // SIGHUP, SIGQUIT, and SIGTERM on a terminal
 				if end.local == 0 {
 					end.local = sig.(syscall.Signal)
 					forward(ctx, &wg, p, frames.SIGTERM)
@@ -331,6 +363,7 @@ func (d *dialer) lost(end ending) ending {
 // is reported.
 func forward(ctx context.Context, wg *sync.WaitGroup, p *client.Process, sig frames.SignalName) {
 	wg.Go(func() {
+		defer restoreOnPanic()
 		sctx, cancel := context.WithTimeout(ctx, destroyTimeout)
 		defer cancel()
 		_, _ = p.Signal(sctx, sig)
@@ -347,6 +380,7 @@ func copyOut(w io.Writer, r io.Reader) error {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return werr
 			}
+			testHook("output")
 		}
 		if err != nil {
 			return nil
@@ -417,13 +451,24 @@ func randomHex(n int) string {
 
 // lockedWriter serializes writes to w.
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu  sync.Mutex
+	w   io.Writer
+	raw bool // the local terminal is raw: end lines with "\r\n"
 }
 
 // Write writes b to the underlying writer, one Write at a time.
 func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.raw {
+		return crlfWriter{l.w}.Write(b)
+	}
 	return l.w.Write(b)
+}
+
+// setRaw says whether the local terminal is raw.
+func (l *lockedWriter) setRaw(raw bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.raw = raw
 }

@@ -73,6 +73,7 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	fs.Var(intRange{&cfg.MaxConnections, 1, 1 << 30}, "max-connections", "most connections served at once (default 2 × max-processes + 64)")
 	fs.Var((*originList)(&cfg.OriginPatterns), "allow-origin", "accept a browser page whose Origin host matches `pattern` (path.Match, \"host:port\" or \"scheme://host:port\"), besides the server's own host (repeatable)")
 	fs.BoolVar(&cfg.NoCompression, "no-compression", false, "never compress stdout and stderr nor accept compressed stdin, whatever an open asks for")
+	fs.BoolVar(&cfg.NoTTY, "no-tty", false, "refuse opens with a terminal (open.tty): SandboxCapabilityUnavailable, requirement tty")
 	logLevel := fs.String("log-level", "info", "log at `level` debug, info, warn or error")
 	iso := addIsolationFlags(fs)
 	limits := addLimitFlags(fs)

@@ -88,6 +88,26 @@ export interface OpenOptions {
    * openProcess resolved.
    */
   signal?: AbortSignal;
+  /**
+   * Runs the process on a new pseudo-terminal of this size (PROTOCOL.md,
+   * open.tty): output is everything the terminal writes (stdout and stderr
+   * merged, "\r\n" line ends), input is keystrokes, `error` stays empty,
+   * and resize() follows the size. A server without terminals refuses the
+   * open with SandboxCapabilityUnavailable (requirement "tty").
+   */
+  tty?: TtyOptions;
+}
+
+/** The terminal of OpenOptions.tty. */
+export interface TtyOptions {
+  /** Rows and columns, 1..65535. */
+  rows: number;
+  cols: number;
+  /** TERM of the process, unless its request's environment sets TERM. */
+  term?: string;
+  /** The size in pixels, 0..65535, if known. */
+  xpixel?: number;
+  ypixel?: number;
 }
 
 /** Options of a handle's wait(), signal() and destroy(). */
@@ -172,6 +192,16 @@ export interface ProcessHandle {
   errorDropped(): number;
   /** Byte counts so far. */
   progress(): Progress;
+  /** Whether the process runs on a terminal (opened with OpenOptions.tty). */
+  readonly tty: boolean;
+  /**
+   * Sets the terminal's size (rows and cols 1..65535); the kernel sends
+   * SIGWINCH to its foreground job. Not answered: the last size wins, and
+   * it is sent again after a resume. A RangeError for a bad size, a
+   * TypeError on a process without a terminal; nothing once the handle
+   * has ended.
+   */
+  resize(rows: number, cols: number): void;
 }
 
 const DEFAULT_RECONNECT_MIN = 50;
@@ -211,6 +241,7 @@ export async function openProcess(url: string, instanceId: string, request: Proc
     stdout_window: options.stdoutWindow,
     stdin_window: options.stdinWindow,
     output_enc: options.compress ? "s2" : undefined,
+    tty: options.tty ? { ...options.tty } : undefined,
   };
   const bad = validate(open);
   if (bad) throw new TypeError(`procwire: bad request: ${bad.message}`, { cause: bad });
@@ -322,6 +353,7 @@ class Conn {
   closeSent = false;
   ackSent = 0;
   sigSent = 0;
+  resizeSent = 0; // the seq of the last size sent on this connection
   destroySent = false;
   closed = false;
   pingOut = false;
@@ -474,6 +506,8 @@ class Proc {
   supervisor: object | undefined;
   reached = false; // the last resume's dial reached the server
   pingsAsked = false; // the transport cannot ping: open and resume ask for application-level pings
+  isTty = false; // opened on a terminal
+  winSize: { rows: number; cols: number; seq: number } | undefined; // the last resize(), sent on every connection
 
   // Waiters by what they wait for, so that a change wakes only those it
   // concerns: stdout for the output reader, stderr for the error reader,
@@ -542,6 +576,8 @@ class Proc {
       signal: (name, o) => this.signal(name, o),
       destroy: (o) => this.destroy(o),
       errorDropped: () => this.errDropped,
+      tty: this.isTty,
+      resize: (rows, cols) => this.resize(rows, cols),
       progress: () => ({
         stdoutReceived: this.outReceived,
         stdoutRead: this.outConsumed,
@@ -788,6 +824,10 @@ class Proc {
     }
     if (o.stdin_enc !== undefined) throw protocolError("opened.stdin_enc", `${o.stdin_enc}, but the open listed none`);
     if (o.pings && !this.pingsAsked) throw protocolError("opened.pings", "granted, but the open asked for none");
+    if ((o.tty === true) !== (this.openFrame.tty !== undefined)) {
+      throw protocolError("opened.tty", this.openFrame.tty ? "absent, but the open asked for a terminal" : "granted, but the open asked for none");
+    }
+    this.isTty = o.tty === true;
     const maxData = num(o.max_data, "opened.max_data");
     const stdoutWindow = num(o.stdout_window, "opened.stdout_window");
     const stderrWindow = o.stderr_window;
@@ -1074,6 +1114,10 @@ class Proc {
         return encode({ type: "signal", id: s.id, signal: s.sig });
       }
     }
+    if (this.winSize && this.winSize.seq > c.resizeSent) {
+      c.resizeSent = this.winSize.seq;
+      return encode({ type: "resize", rows: this.winSize.rows, cols: this.winSize.cols });
+    }
     if (c.stdinSent < this.inBuf.end()) {
       const data = this.inBuf.from(c.stdinSent, this.maxData);
       const s = encode({ type: "stdin", off: c.stdinSent, data });
@@ -1253,6 +1297,18 @@ class Proc {
       this.signals.push(s);
       this.kick();
     });
+  }
+
+  // ---- the terminal ----------------------------------------------------------------
+
+  resize(rows: number, cols: number): void {
+    for (const [name, v] of [["rows", rows], ["cols", cols]] as const) {
+      if (!Number.isInteger(v) || v < 1 || v > 65535) throw new RangeError(`procwire: resize ${name} ${v} outside 1..65535`);
+    }
+    if (!this.isTty) throw new TypeError("procwire: resize on a process without a terminal (open it with options.tty)");
+    if (this.usable()) return;
+    this.winSize = { rows, cols, seq: (this.winSize?.seq ?? 0) + 1 };
+    this.kick();
   }
 
   // ---- the end of a handle --------------------------------------------------------------

@@ -75,6 +75,19 @@ export interface Gap {
   oldest: Int;
 }
 
+/** open's request for a pseudo-terminal (PROTOCOL.md §3, "open"). */
+export interface TTYRequest {
+  /** 1 ..= 65535. */
+  rows: Int;
+  /** 1 ..= 65535. */
+  cols: Int;
+  /** Becomes TERM unless the request's environment sets TERM. */
+  term?: string;
+  /** Window size in pixels, 0 ..= 65535; absent: unknown. */
+  xpixel?: Int;
+  ypixel?: Int;
+}
+
 export interface OpenFrame {
   type: "open";
   instance_id: string;
@@ -93,6 +106,8 @@ export interface OpenFrame {
   exit_reasons?: string;
   /** Tighter limits asked for the process's tree; with it, even {}, evidence says the limits in force. */
   limits?: Limits;
+  /** Runs the process on a new pseudo-terminal of this size; absent: pipes. */
+  tty?: TTYRequest;
 }
 export interface ResumeFrame {
   type: "resume";
@@ -150,6 +165,8 @@ export interface OpenedFrame {
   stdin_enc?: string;
   /** true: the server answers ping frames on this connection (only when the client asked). */
   pings?: boolean;
+  /** true: the process runs on a pseudo-terminal (stdout carries all it writes, no stderr). */
+  tty?: boolean;
 }
 export interface ResumedFrame {
   type: "resumed";
@@ -159,6 +176,8 @@ export interface ResumedFrame {
   stdin_limit: Int;
   /** true: the server answers ping frames on this connection (only when the client asked). */
   pings?: boolean;
+  /** true: the process runs on a pseudo-terminal (stdout carries all it writes, no stderr). */
+  tty?: boolean;
 }
 export interface CreditFrame {
   type: "credit";
@@ -231,6 +250,21 @@ export interface PongFrame {
   id: number;
 }
 
+/**
+ * Sets the window size of a session's terminal (C→S, only on a session
+ * with a tty); not answered.
+ */
+export interface ResizeFrame {
+  type: "resize";
+  /** 1 ..= 65535. */
+  rows: Int;
+  /** 1 ..= 65535. */
+  cols: Int;
+  /** 0 ..= 65535; absent: unknown. */
+  xpixel?: Int;
+  ypixel?: Int;
+}
+
 /** Any procwire.v1 frame. */
 export type Frame =
   | OpenFrame
@@ -251,14 +285,15 @@ export type Frame =
   | DestroyedFrame
   | ErrorFrame
   | PingFrame
-  | PongFrame;
+  | PongFrame
+  | ResizeFrame;
 
 /** The wire name of a frame type. */
 export type FrameType = Frame["type"];
 
 /** Frame types a client sends. */
 export const CLIENT_FRAMES: ReadonlySet<string> = new Set([
-  "open", "resume", "stdin", "stdin_close", "ack", "signal", "destroy", "ping",
+  "open", "resume", "stdin", "stdin_close", "ack", "signal", "destroy", "ping", "resize",
 ]);
 
 /** The kinds of decode error (PROTOCOL.md §8). */
@@ -371,6 +406,13 @@ const limitsSchema = schema("limits", false, [
   intIn("memory", false, 1n, MAX_INT64),
   intIn("cpu_millicores", false, 1n, MAX_INT64),
 ]);
+const ttySchema = schema("tty", false, [
+  intIn("rows", true, 1n, 65535n),
+  intIn("cols", true, 1n, 65535n),
+  str("term", "text", false),
+  intIn("xpixel", false, 0n, 65535n),
+  intIn("ypixel", false, 0n, 65535n),
+]);
 const requestSchema = schema("request", false, [
   str("executable", "text", true),
   f("arguments", "args", true),
@@ -411,6 +453,7 @@ for (const s of [
     f("pings", "bool", false),
     str("exit_reasons", "enc_list", false),
     obj("limits", limitsSchema, false),
+    obj("tty", ttySchema, false),
   ]),
   schema("resume", true, [
     str("process_id", "process_id", true),
@@ -443,6 +486,7 @@ for (const s of [
     str("output_enc", "enc", false),
     str("stdin_enc", "enc", false),
     f("pings", "bool", false),
+    f("tty", "bool", false),
   ]),
   schema("resumed", true, [
     str("process_id", "process_id", true),
@@ -450,6 +494,7 @@ for (const s of [
     offset("stdin_received"),
     offset("stdin_limit"),
     f("pings", "bool", false),
+    f("tty", "bool", false),
   ]),
   schema("credit", true, [offset("stdin_received"), offset("stdin_limit")]),
   schema("stdout", true, [offset("off"), f("data", "data", true), str("enc", "enc", false)]),
@@ -471,6 +516,12 @@ for (const s of [
   ]),
   schema("ping", true, [intIn("id", true, 0n, MAX_PING_ID)]),
   schema("pong", true, [intIn("id", true, 0n, MAX_PING_ID)]),
+  schema("resize", true, [
+    intIn("rows", true, 1n, 65535n),
+    intIn("cols", true, 1n, 65535n),
+    intIn("xpixel", false, 0n, 65535n),
+    intIn("ypixel", false, 0n, 65535n),
+  ]),
 ]) {
   schemas[s.name] = s;
 }
