@@ -1,0 +1,40 @@
+package main
+
+import (
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/bridge"
+)
+
+// TestRunAsRangeTakesServesLimits: --run-as-range combines with
+// --limit-pids: the child runs as a leased uid of the range and its
+// cgroup's pids.max is serve's limit (before, serve refused to start).
+func TestRunAsRangeTakesServesLimits(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("--run-as-range needs root")
+	}
+	url := limitedServe(t, bridge.Limits{Pids: 123}, "--run-as-range", "100000-100999", "--limit-pids", "123")
+	ctx := testCtx(t)
+	// The pids limit as the child sees it, in the v2 or v1 pids hierarchy.
+	p, _ := openMarked(t, ctx, url, "sh", "-c", `id -u
+v2=$(sed -n 's/^0:://p' /proc/self/cgroup); v1=$(sed -n 's/^[0-9]*:pids://p' /proc/self/cgroup)
+for f in /sys/fs/cgroup/unified$v2/pids.max /sys/fs/cgroup$v2/pids.max /sys/fs/cgroup/pids$v1/pids.max; do
+  if [ -r "$f" ] && [ "$(cat "$f")" != max ]; then cat "$f"; break; fi
+done`)
+	out, err := io.ReadAll(readerCtx{ctx, p.Stdout()})
+	require.NoError(t, err)
+	st, err := p.Wait(ctx)
+	require.NoError(t, err)
+	require.Zero(t, st.Code, "%s", out)
+	lines := strings.Fields(string(out))
+	require.Len(t, lines, 2, "uid and pids.max: %q", out)
+	require.GreaterOrEqual(t, lines[0], "100000", "a leased uid")
+	require.LessOrEqual(t, lines[0], "100999", "a leased uid")
+	require.Len(t, lines[0], 6)
+	require.Equal(t, "123", lines[1], "serve's --limit-pids")
+}
