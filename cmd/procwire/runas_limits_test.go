@@ -3,7 +3,9 @@ package main
 import (
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -37,4 +39,18 @@ done`)
 	require.LessOrEqual(t, lines[0], "100999", "a leased uid")
 	require.Len(t, lines[0], 6)
 	require.Equal(t, "123", lines[1], "serve's --limit-pids")
+}
+
+// TestExecReportsOOM: a remote process the OOM killer ended makes exec
+// say so on stderr and write "signal SIGKILL oom" to --exit-status-file,
+// and exec dies of SIGKILL like the process.
+func TestExecReportsOOM(t *testing.T) {
+	url := limitedServe(t, bridge.Limits{Memory: 64 << 20}, "--limit-memory", "64MiB")
+	statusFile := filepath.Join(t.TempDir(), "status")
+	r := runBin(t, "", nil, execArgs(url, []string{"--exit-status-file", statusFile}, "tail", "/dev/zero")...)
+	require.Equal(t, syscall.SIGKILL, r.sig, r.stderr)
+	require.Contains(t, r.stderr, "procwire exec: remote process killed by SIGKILL (oom: ")
+	b, err := os.ReadFile(statusFile)
+	require.NoError(t, err)
+	require.Equal(t, "signal SIGKILL oom\n", string(b))
 }
