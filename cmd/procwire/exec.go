@@ -79,6 +79,9 @@ type execFlags struct {
 	detach     bool
 	handleFile string
 	compress   bool
+	// stdoutWindow and stdinWindow ask for the windows (client.Options);
+	// 0 takes the server's.
+	stdoutWindow, stdinWindow int64
 }
 
 // execute runs a command remotely and mirrors it.
@@ -95,6 +98,8 @@ func execute(ctx context.Context, args []string, io *stdio) int {
 	fs.BoolVar(&f.detach, "detach", false, "start CMD, print its handle (a secret) and exit 0, leaving CMD to \"procwire attach\" within the server's grace")
 	fs.StringVar(&f.handleFile, "handle-file", "", "with --detach, write the handle to `file` (mode 0600) instead of stdout")
 	fs.BoolVar(&f.compress, "compress", false, "ask for s2-compressed stdout and stderr and compress stdin (pays on slow links; a server without compression refuses the open)")
+	fs.Var(sizeRange[int64]{&f.stdoutWindow, 1 << 10, 1 << 30}, "stdout-window", "ask for a stdout window of this `size` (bytes, or with KiB, MiB, GiB; at most what the server allows; default the server's): the most output in flight unacknowledged")
+	fs.Var(sizeRange[int64]{&f.stdinWindow, 1 << 10, 1 << 30}, "stdin-window", "ask for a stdin window of this `size` (as --stdout-window; default the server's): the most input sent ahead of the remote process's reading")
 	pos, argv, status, ok := parse(c, fs, args, 1, io, exitFailure)
 	if !ok {
 		return status
@@ -144,6 +149,7 @@ func execute(ctx context.Context, args []string, io *stdio) int {
 	var p *client.Process
 	sig, err := interruptible(ctx, func(ctx context.Context) (err error) {
 		d.opts.Compress = f.compress
+		d.opts.StdoutWindow, d.opts.StdinWindow = f.stdoutWindow, f.stdinWindow
 		p, err = client.Open(ctx, d.dialURL(), f.instance, req, d.opts)
 		return err
 	})

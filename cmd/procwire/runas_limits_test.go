@@ -7,10 +7,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/procwire/procwire/bridge"
+	"github.com/procwire/procwire/server"
 )
 
 // TestRunAsRangeTakesServesLimits: --run-as-range combines with
@@ -53,4 +55,30 @@ func TestExecReportsOOM(t *testing.T) {
 	b, err := os.ReadFile(statusFile)
 	require.NoError(t, err)
 	require.Equal(t, "signal SIGKILL oom\n", string(b))
+}
+
+// TestExecAsksForWindows: exec's --stdout-window and --stdin-window reach
+// the open: the server grants the stdout window asked, and the stdin
+// window asked shows in the memory it promises (the same stdout window,
+// stdin windows 8 KiB apart, cost 8 KiB apart); a size with an ambiguous
+// unit is refused by name.
+func TestExecAsksForWindows(t *testing.T) {
+	s := newServer(t, server.Config{})
+	memory := func(stdin string) int64 {
+		r, ready := startBin(t, "", execArgs(s.url, []string{"--stdout-window", "96KiB", "--stdin-window", stdin}, "sh", "-c", "echo ready; exec sleep 60")...)
+		<-ready
+		var st server.Stats
+		require.Eventually(t, func() bool { st = s.srv.Stats(); return len(st.Processes) == 1 }, 10*time.Second, 5*time.Millisecond)
+		require.Equal(t, 96<<10, st.Processes[0].StdoutWindow, "--stdout-window 96KiB")
+		require.NoError(t, r.Process.Signal(syscall.SIGTERM))
+		r.wait(t)
+		s.requireNoProcess(t)
+		return st.Memory
+	}
+	require.Equal(t, int64(8<<10), memory("16KiB")-memory("8KiB"), "--stdin-window")
+
+	r := runBin(t, "", nil, execArgs(s.url, []string{"--stdout-window", "1MB"}, "true")...)
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "flag -stdout-window")
+	require.Contains(t, r.stderr, "ambiguous unit")
 }
