@@ -498,11 +498,87 @@ var faults = []struct {
 		catch: "pings",
 		quote: "opened says pings: true, but the open did not ask for pings",
 	},
+	{
+		name: "exit.reason sent to an open that did not list it",
+		fault: func() fault {
+			return fault{toClient: func(_ *proxyConn, f frames.Frame) []frames.Frame {
+				if e, ok := f.(*frames.Exit); ok && e.Signal == "SIGKILL" && e.Reason == "" {
+					return []frames.Frame{&frames.Exit{Signal: e.Signal, Reason: frames.ExitReasonOOM}}
+				}
+				return nil
+			}}
+		},
+		catch: "exit-reasons",
+		quote: `exit.reason "oom", but the open listed exit_reasons ""`,
+	},
+	{
+		name: "a SIGKILL called an OOM kill",
+		fault: func() fault {
+			// Only to an open that listed oom: the peer's own check of
+			// exit_reasons passes, the case's (a kill -9 is no OOM kill)
+			// must catch it.
+			var mu sync.Mutex
+			listed := map[*proxyConn]bool{}
+			return fault{toServer: func(c *proxyConn, f frames.Frame) []frames.Frame {
+				if o, ok := f.(*frames.Open); ok && frames.EncListHas(o.ExitReasons, frames.ExitReasonOOM) {
+					mu.Lock()
+					listed[c] = true
+					mu.Unlock()
+				}
+				return nil
+			}, toClient: func(c *proxyConn, f frames.Frame) []frames.Frame {
+				mu.Lock()
+				defer mu.Unlock()
+				if e, ok := f.(*frames.Exit); ok && listed[c] && e.Signal == "SIGKILL" && e.Reason == "" {
+					return []frames.Frame{&frames.Exit{Signal: e.Signal, Reason: frames.ExitReasonOOM}}
+				}
+				return nil
+			}}
+		},
+		catch: "exit-reasons",
+		quote: `exit {"type":"exit","signal":"SIGKILL","reason":"oom"}, expected {"type":"exit","signal":"SIGKILL"}`,
+	},
+	{
+		name: "a looser limit accepted",
+		fault: func() fault {
+			// An open asking above the test server's limits (pids 4096,
+			// memory 1 GiB: serverLimits) reaches it asking nothing tighter.
+			return fault{toServer: func(_ *proxyConn, f frames.Frame) []frames.Frame {
+				if o, ok := f.(*frames.Open); ok && o.Limits != nil && (o.Limits.Pids > 4096 || o.Limits.Memory > 1<<30) {
+					g := *o
+					g.Limits = &frames.Limits{}
+					return []frames.Frame{&g}
+				}
+				return nil
+			}}
+		},
+		catch: "limits",
+		quote: "answered opened with evidence.limits",
+	},
+	{
+		name: "evidence.limits to an open without limits",
+		fault: func() fault {
+			return fault{toClient: func(_ *proxyConn, f frames.Frame) []frames.Frame {
+				if o, ok := f.(*frames.Opened); ok && o.Evidence.Limits == nil {
+					g := *o
+					g.Evidence.Limits = &frames.Limits{Pids: 1}
+					return []frames.Frame{&g}
+				}
+				return nil
+			}}
+		},
+		catch: "open-evidence",
+		quote: "opened's evidence carries limits, but the open carried none",
+	},
 }
 
 func TestBrokenServersAreCaught(t *testing.T) {
+	_, limited := limitedExecutor(t)
 	for _, fc := range faults {
 		t.Run(fc.catch, func(t *testing.T) {
+			if fc.catch == "limits" && !limited {
+				t.Skip("the test server enforces no limits here: the limits case skips before the looser limit")
+			}
 			rep := runAgainst(t, brokenServer(t, fc.fault()), fc.catch)
 			require.False(t, rep.OK(), "%s not caught", fc.name)
 			c := rep.Cases[0]

@@ -22,11 +22,21 @@ const testTimeout = 5 * time.Minute
 const testToken = "conform-test-token"
 
 // localServer starts a procwire server on loopback with a short grace and
-// heartbeat, so that the timer cases run, and returns its ws:// URL.
+// heartbeat, so that the timer cases run, and with limits where this
+// machine enforces them (limitedExecutor), and returns its ws:// URL.
 func localServer(t *testing.T) string {
 	t.Helper()
+	e, _ := limitedExecutor(t)
+	return localServerWith(t, e)
+}
+
+// localServerWith is localServer with executor e (nil: the default, no
+// limits).
+func localServerWith(t *testing.T, e server.Executor) string {
+	t.Helper()
 	srv, err := server.New(server.Config{
-		Token: testToken,
+		Executor: e,
+		Token:    testToken,
 		// Short enough for the timer cases to run (at most
 		// conform.SlowThreshold), long enough that a loaded CI machine
 		// answers every ping in time, also while a case writes megabytes
@@ -57,7 +67,34 @@ func runAgainst(t *testing.T, url string, cases ...string) *conform.Report {
 }
 
 func TestOwnServerPasses(t *testing.T) {
-	rep := runAgainst(t, localServer(t))
+	e, limited := limitedExecutor(t)
+	rep := runAgainst(t, localServerWith(t, e))
+	for _, c := range rep.Cases {
+		if c.Name == "limits" && !limited {
+			require.Equal(t, conform.Skip, c.Outcome, "%s: %s", c.Name, c.Detail)
+			continue
+		}
+		require.Equal(t, conform.Pass, c.Outcome, "%s: %s", c.Name, c.Detail)
+	}
+}
+
+// TestServerWithoutLimitsSkips: a server enforcing no limits passes the
+// limits case as a recorded skip, having refused every limit asked.
+func TestServerWithoutLimitsSkips(t *testing.T) {
+	rep := runAgainst(t, localServerWith(t, nil), "limits", "exit-reasons")
+	require.Equal(t, conform.Skip, rep.Cases[0].Outcome, rep.Cases[0].Detail)
+	require.Contains(t, rep.Cases[0].Detail, "enforces no limits")
+	require.Equal(t, conform.Pass, rep.Cases[1].Outcome, rep.Cases[1].Detail)
+}
+
+// TestLimitsCases runs the cases of open.limits and exit_reasons against
+// the real server with limits.
+func TestLimitsCases(t *testing.T) {
+	e, limited := limitedExecutor(t)
+	if !limited {
+		t.Skip("this machine cannot enforce the test server's limits")
+	}
+	rep := runAgainst(t, localServerWith(t, e), "limits", "exit-reasons")
 	for _, c := range rep.Cases {
 		require.Equal(t, conform.Pass, c.Outcome, "%s: %s", c.Name, c.Detail)
 	}

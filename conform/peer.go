@@ -79,7 +79,13 @@ type peer struct {
 	hello       frames.Frame // opened or resumed
 	outEnc      string       // the output_enc opened chose ("" after a resume: unknown)
 	askedPings  bool         // the open or resume sent here asked for pings
-	compressed  int          // stdout and stderr frames that arrived compressed
+	// opener: an open was sent here, with exitReasons and askedLimits
+	// (the exit reasons it listed, whether it carried limits); after a
+	// resume or a destroy the open is not known here.
+	opener      bool
+	exitReasons string
+	askedLimits bool
+	compressed  int // stdout and stderr frames that arrived compressed
 }
 
 // dialOptions says how a peer connects.
@@ -190,6 +196,7 @@ func (p *peer) send(ctx context.Context, f frames.Frame) error {
 		p.acked = f.Stdout
 	case *frames.Open:
 		p.askedPings = f.Pings
+		p.opener, p.exitReasons, p.askedLimits = true, f.ExitReasons, f.Limits != nil
 	case *frames.Resume:
 		p.askedPings = f.Pings
 	}
@@ -295,6 +302,9 @@ func (p *peer) observe(f frames.Frame) error {
 		if f.Pings && !p.askedPings {
 			return &deviation{"opened says pings: true, but the open did not ask for pings: " + show(f)}
 		}
+		if f.Evidence.Limits != nil && p.opener && !p.askedLimits {
+			return &deviation{"opened's evidence carries limits, but the open carried none (PROTOCOL.md §6): " + show(f)}
+		}
 		p.hello = f
 		p.window, p.limit, p.maxLimit = f.StdoutWindow, f.StdinLimit, f.StdinLimit
 		p.outEnc = f.OutputEnc
@@ -350,6 +360,9 @@ func (p *peer) observe(f frames.Frame) error {
 	case *frames.Exit:
 		if p.exit != nil {
 			return &deviation{fmt.Sprintf("a second exit on one connection: %s after %s", show(f), show(p.exit))}
+		}
+		if f.Reason != "" && p.opener && !frames.EncListHas(p.exitReasons, f.Reason) {
+			return &deviation{fmt.Sprintf("exit.reason %q, but the open listed exit_reasons %q: %s", f.Reason, p.exitReasons, show(f))}
 		}
 		p.exit = f
 	case *frames.Credit:

@@ -109,7 +109,7 @@ func attach(ctx context.Context, args []string, io *stdio) int {
 	cf.define(fs)
 	handleFile := fs.String("handle-file", "", "read the handle from `file` (what exec --detach --handle-file wrote)")
 	url := fs.String("url", "", "reach the server at `URL` instead of the one in the handle")
-	statusFile := fs.String("exit-status-file", "", "write how the remote process ended to `file`: \"exit N\", \"signal NAME\", or \"none\" when attach's status is its own")
+	statusFile := fs.String("exit-status-file", "", "write how the remote process ended to `file`: \"exit N\", \"signal NAME\", \"signal NAME REASON\" (such as \"signal SIGKILL oom\"), or \"none\" when attach's status is its own")
 	pos, _, status, ok := parse(c, fs, args, -1, io, exitFailure)
 	if !ok {
 		return status

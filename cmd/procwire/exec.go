@@ -88,6 +88,9 @@ type execFlags struct {
 	handleFile string
 	compress   bool
 	ttyFlags
+	// stdoutWindow and stdinWindow ask for the windows (client.Options);
+	// 0 takes the server's.
+	stdoutWindow, stdinWindow int64
 }
 
 // execute runs a command remotely and mirrors it.
@@ -100,11 +103,13 @@ func execute(ctx context.Context, args []string, io *stdio) int {
 	fs.StringVar(&f.cwd, "cwd", defaultCwd, "remote working `directory`")
 	fs.Var(&f.env, "env", "set `KEY=VALUE` in the remote environment (repeatable)")
 	fs.BoolVar(&f.inherit, "inherit-env", false, "start from the local environment instead of an empty one (never its PROCWIRE_* variables)")
-	fs.StringVar(&f.statusFile, "exit-status-file", "", "write how the remote process ended to `file`: \"exit N\", \"signal NAME\", or \"none\" when exec's status is its own")
+	fs.StringVar(&f.statusFile, "exit-status-file", "", "write how the remote process ended to `file`: \"exit N\", \"signal NAME\", \"signal NAME REASON\" (such as \"signal SIGKILL oom\" for the out-of-memory killer), or \"none\" when exec's status is its own")
 	fs.BoolVar(&f.detach, "detach", false, "start CMD, print its handle (a secret) and exit 0, leaving CMD to \"procwire attach\" within the server's grace")
 	fs.StringVar(&f.handleFile, "handle-file", "", "with --detach, write the handle to `file` (mode 0600) instead of stdout")
 	f.ttyFlags.define(fs)
 	fs.BoolVar(&f.compress, "compress", false, "ask for s2-compressed stdout and stderr and compress stdin (pays on slow links; a server without compression refuses the open)")
+	fs.Var(sizeRange[int64]{&f.stdoutWindow, 1 << 10, 1 << 30}, "stdout-window", "ask for a stdout window of this `size` (bytes, or with KiB, MiB, GiB; at most what the server allows; default the server's): the most output in flight unacknowledged")
+	fs.Var(sizeRange[int64]{&f.stdinWindow, 1 << 10, 1 << 30}, "stdin-window", "ask for a stdin window of this `size` (as --stdout-window; default the server's): the most input sent ahead of the remote process's reading")
 	pos, argv, status, ok := parse(c, fs, args, 1, io, exitFailure)
 	if !ok {
 		return status
@@ -165,6 +170,7 @@ func execute(ctx context.Context, args []string, io *stdio) int {
 	var p *client.Process
 	sig, err := interruptible(ctx, func(ctx context.Context) (err error) {
 		d.opts.Compress = f.compress
+		d.opts.StdoutWindow, d.opts.StdinWindow = f.stdoutWindow, f.stdinWindow
 		p, err = client.Open(ctx, d.dialURL(), f.instance, req, d.opts)
 		return err
 	})
@@ -429,9 +435,25 @@ func (r *exitReport) mirrored(p *client.Process, end ending) int {
 	if !ok {
 		return r.failed(fmt.Errorf("remote process killed by unknown signal %s", end.st.Signal), exitFailure)
 	}
-	r.write("signal " + end.st.Signal)
+	if end.st.Reason != "" {
+		// Said once, on stderr and in the file: the signal alone does not
+		// tell the OOM killer from a kill -9.
+		fmt.Fprintf(r.stderr, "procwire %s: remote process killed by %s (%s)\n", r.cmd, end.st.Signal, reasonText(end.st.Reason))
+		r.write("signal " + end.st.Signal + " " + escapeControl(end.st.Reason))
+	} else {
+		r.write("signal " + end.st.Signal)
+	}
 	reraise(n)
 	return 128 + int(n)
+}
+
+// reasonText explains an exit's reason for the stderr line; a reason
+// this version does not know is shown escaped, as the server sent it.
+func reasonText(reason string) string {
+	if reason == "oom" {
+		return "oom: the out-of-memory killer ended it, at its memory limit"
+	}
+	return escapeControl(reason)
 }
 
 func (r *exitReport) write(line string) {

@@ -5,15 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/procwire/procwire/bridge"
+	"github.com/procwire/procwire/internal/size"
 	"github.com/procwire/procwire/server"
 )
 
@@ -34,7 +33,7 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 	l := &limitFlags{oomScoreAdj: DefaultServerOOMScoreAdj, childOOM: bridge.DefaultChildOOMScoreAdj}
 	fs.StringVar(&l.cgroupParent, "cgroup-parent", "", "the cgroup v2 `directory` under which each process's cgroup is made, such as the one systemd delegates to the unit (default: serve's own cgroup)")
 	fs.Var(sizeFlag{&l.limits.Pids, false}, "limit-pids", "most tasks each process's tree may hold, `N` (default none)")
-	fs.Var(sizeFlag{&l.limits.Memory, true}, "limit-memory", "most memory each process's tree may use, in `bytes` with an optional unit: 256MiB, 4GiB (default none)")
+	fs.Var(sizeFlag{&l.limits.Memory, true}, "limit-memory", "most memory each process's tree may use, a `size` (bytes, or with KiB, MiB, GiB, TiB: 256MiB, 1.5GiB; default none)")
 	fs.Var(cpuFlag{&l.limits.CPU}, "limit-cpu", "most CPU time each process's tree may use, in `cores` (1.5; default none)")
 	fs.Var(intRange{&l.oomScoreAdj, -1000, 1000}, "oom-score-adj", "serve's own oom_score_adj, -1000..1000 (lowering it needs CAP_SYS_RESOURCE)")
 	fs.Var(intRange{&l.childOOM, -1000, 1000}, "child-oom-score-adj", "each child's oom_score_adj, -1000..1000")
@@ -109,10 +108,9 @@ func limitValue(l bridge.Limits, k string) string {
 	return strconv.FormatFloat(l.CPU, 'g', -1, 64)
 }
 
-// sizeFlag is a count, or with units a size in bytes: "256MiB", "4GiB",
-// "64KiB", "1G" (powers of 1,000), or plain bytes.
-// TODO(integrator): one size parser is being written in internal/ for
-// every size flag; this one is local to the limit flags until then.
+// sizeFlag is a count (--limit-pids: a plain integer), or with units a
+// size in bytes as every size flag takes it (internal/size: plain bytes,
+// or KiB, MiB, GiB, TiB: "256MiB", "1.5GiB"), over 0.
 type sizeFlag struct {
 	v     *int64
 	units bool
@@ -122,11 +120,20 @@ func (f sizeFlag) String() string {
 	if f.v == nil {
 		return ""
 	}
+	if f.units && *f.v > 0 {
+		return size.Format(*f.v)
+	}
 	return strconv.FormatInt(*f.v, 10)
 }
 
 func (f sizeFlag) Set(s string) error {
-	n, err := parseSize(s, f.units)
+	var n int64
+	var err error
+	if f.units {
+		n, err = size.Parse(s)
+	} else if n, err = strconv.ParseInt(s, 10, 64); err != nil {
+		err = fmt.Errorf("%q: want an integer", s)
+	}
 	if err != nil {
 		return err
 	}
@@ -135,35 +142,6 @@ func (f sizeFlag) Set(s string) error {
 	}
 	*f.v = n
 	return nil
-}
-
-// sizeUnits are the units parseSize knows.
-var sizeUnits = map[string]int64{
-	"": 1, "B": 1,
-	"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
-	"K": 1e3, "KB": 1e3, "M": 1e6, "MB": 1e6, "G": 1e9, "GB": 1e9, "T": 1e12, "TB": 1e12,
-}
-
-// parseSize parses an integer followed, when units is true, by one of
-// sizeUnits.
-func parseSize(s string, units bool) (int64, error) {
-	i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
-	num, unit := s, ""
-	if i >= 0 {
-		num, unit = s[:i], s[i:]
-	}
-	mul, ok := sizeUnits[unit]
-	if !ok || (!units && unit != "") || num == "" {
-		if units {
-			return 0, fmt.Errorf("%q: want an integer with an optional unit (B, KiB, MiB, GiB, TiB, K, M, G, T)", s)
-		}
-		return 0, fmt.Errorf("%q: not an integer", s)
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n > math.MaxInt64/mul {
-		return 0, fmt.Errorf("%q: out of range", s)
-	}
-	return n * mul, nil
 }
 
 // cpuFlag is a number of cores, over 0.

@@ -21,20 +21,28 @@ import (
 	"github.com/procwire/procwire/bridge"
 	"github.com/procwire/procwire/client"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/size"
 )
 
-func TestParseSize(t *testing.T) {
-	for s, want := range map[string]int64{"512": 512, "256MiB": 256 << 20, "4GiB": 4 << 30, "64KiB": 64 << 10, "1G": 1e9, "7B": 7} {
-		n, err := parseSize(s, true)
-		require.NoError(t, err, s)
-		require.Equal(t, want, n, s)
+// TestLimitFlagSizes: --limit-memory takes sizes as every size flag does
+// (internal/size: binary units, no ambiguous decimal ones); --limit-pids
+// is a plain count.
+func TestLimitFlagSizes(t *testing.T) {
+	var v int64
+	mem, pids := sizeFlag{&v, true}, sizeFlag{&v, false}
+	for s, want := range map[string]int64{"512": 512, "256MiB": 256 << 20, "4GiB": 4 << 30, "64KiB": 64 << 10, "1.5GiB": 3 << 29, "7B": 7} {
+		require.NoError(t, mem.Set(s), s)
+		require.Equal(t, want, v, s)
 	}
-	for _, s := range []string{"", "MiB", "12x", "1.5GiB", "-1", "99999999999TiB"} {
-		_, err := parseSize(s, true)
-		require.Error(t, err, s)
+	for _, s := range []string{"", "MiB", "12x", "-1", "0", "99999999999TiB", "1G", "256MB"} {
+		require.Error(t, mem.Set(s), s)
 	}
-	_, err := parseSize("200k", false)
-	require.Error(t, err, "a count takes no unit")
+	require.ErrorIs(t, mem.Set("1G"), size.ErrDecimalUnit, "an ambiguous unit is refused, not read as 10^9")
+	require.NoError(t, pids.Set("200"))
+	require.Equal(t, int64(200), v)
+	for _, s := range []string{"200k", "200KiB", "0", "-3", "x"} {
+		require.Error(t, pids.Set(s), "a count takes no unit: %s", s)
+	}
 }
 
 // markAlive lists the live processes whose environment holds mark.

@@ -80,9 +80,9 @@ func TestSystemdUnitStarts(t *testing.T) {
 	for i := 1; i < len(args)-1; i++ {
 		switch args[i] {
 		case "--limit-pids":
-			l.Pids, err = parseSize(args[i+1], false)
+			err = sizeFlag{&l.Pids, false}.Set(args[i+1])
 		case "--limit-memory":
-			l.Memory, err = parseSize(args[i+1], true)
+			err = sizeFlag{&l.Memory, true}.Set(args[i+1])
 		case "--limit-cpu":
 			l.CPU, err = strconv.ParseFloat(args[i+1], 64)
 		}

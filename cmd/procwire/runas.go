@@ -131,17 +131,37 @@ func (iso *isolation) warn(log *slog.Logger) {
 // chowned to its bridge.LeasedProcess.User before the child starts, so that it alone opens
 // the slave.
 type rangeExecutor struct {
-	pool *bridge.UIDPool
+	pool    *bridge.UIDPool
+	contain *bridge.Containment // serve's, with its limits; nil: bridge.DefaultContainment()
+}
+
+// containment is the one each child starts in.
+func (e rangeExecutor) containment() *bridge.Containment {
+	if e.contain != nil {
+		return e.contain
+	}
+	return bridge.DefaultContainment()
+}
+
+// withContainment starts the children in c (serve's --limit-*,
+// --cgroup-parent, --child-oom-score-adj), still each as a leased uid.
+func (e rangeExecutor) withContainment(c *bridge.Containment) server.Executor {
+	e.contain = c
+	return e
 }
 
 // Start starts the child as a leased uid.
 func (e rangeExecutor) Start(_ context.Context, req proc.Request, cfg proc.Config) (server.Process, error) {
-	p, err := e.pool.Start(bridge.DefaultContainment(), req, &cfg)
+	p, err := e.pool.Start(e.containment(), req, &cfg)
 	if err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// ContainmentName names bridge.DefaultContainment.
-func (e rangeExecutor) ContainmentName() string { return bridge.DefaultContainment().String() }
+// Limits are the limits in force on each child: it makes rangeExecutor
+// a server.Limiter, for open.limits and evidence.limits.
+func (e rangeExecutor) Limits() proc.Limits { return e.containment().Limits() }
+
+// ContainmentName names the containment the children start in.
+func (e rangeExecutor) ContainmentName() string { return e.containment().String() }

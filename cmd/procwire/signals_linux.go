@@ -58,9 +58,13 @@ var reraise = func(sig syscall.Signal) {
 		restorer uintptr
 		mask     uint64
 	}
-	_, _, errno := syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
-	if errno != 0 {
-		return
+	// SIGKILL (the OOM killer's) has no disposition to reset: sigaction
+	// refuses it, and it kills all the same.
+	if sig != syscall.SIGKILL {
+		_, _, errno := syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
+		if errno != 0 {
+			return
+		}
 	}
 	_ = syscall.Kill(syscall.Getpid(), sig)
 }

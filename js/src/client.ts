@@ -22,6 +22,7 @@ import {
   type ExitFrame,
   type Frame,
   type Int,
+  type Limits,
   type OpenFrame,
   type OpenedFrame,
   type ProcessRequest,
@@ -81,6 +82,16 @@ export interface OpenOptions {
    * open with 1007 `open.output_enc: unknown_field`. Default false.
    */
   compress?: boolean;
+  /**
+   * Asks for limits on the process's whole tree tighter than (or as tight
+   * as) the server's: pids (tasks), memory (bytes), cpu_millicores. One
+   * above the server's, or one it does not enforce, is refused with
+   * SandboxCapabilityUnavailable{requirement: "resources"} before anything
+   * starts. With it, even {}, the handle's evidence.limits says the limits
+   * in force. A server that predates limits refuses the open with 1007
+   * `open.limits: unknown_field`.
+   */
+  limits?: Limits;
   /**
    * Aborts the open, at any moment: openProcess rejects with
    * signal.reason, after destroying (by its open key) a process the
@@ -242,6 +253,10 @@ export async function openProcess(url: string, instanceId: string, request: Proc
     stdin_window: options.stdinWindow,
     output_enc: options.compress ? "s2" : undefined,
     tty: options.tty ? { ...options.tty } : undefined,
+    // The exit reasons this client understands: an OOM kill resolves
+    // wait() with { signal: "SIGKILL", reason: "oom" }.
+    exit_reasons: "oom",
+    limits: options.limits !== undefined ? { ...options.limits } : undefined,
   };
   const bad = validate(open);
   if (bad) throw new TypeError(`procwire: bad request: ${bad.message}`, { cause: bad });
@@ -568,7 +583,11 @@ class Proc {
   handle(): ProcessHandle {
     const h: ProcessHandle = {
       processId: this.id,
-      evidence: Object.freeze({ ...this.evidence }),
+      evidence: Object.freeze(
+        this.evidence.limits !== undefined
+          ? { ...this.evidence, limits: Object.freeze({ ...this.evidence.limits }) }
+          : { ...this.evidence },
+      ),
       input: this.input,
       output: this.output,
       error: this.error,

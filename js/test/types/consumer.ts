@@ -11,7 +11,7 @@ import {
 } from "../../dist/index.js";
 
 export async function pipeline(url: string, token: string): Promise<Exit> {
-  const options: OpenOptions = { token, tokenVia: "subprotocol", stdoutWindow: 1 << 20, destroyTimeout: 5_000, signalTimeout: 2_000, signal: AbortSignal.timeout(10_000) };
+  const options: OpenOptions = { token, tokenVia: "subprotocol", stdoutWindow: 1 << 20, destroyTimeout: 5_000, signalTimeout: 2_000, limits: { memory: 256 << 20 }, signal: AbortSignal.timeout(10_000) };
   const p: ProcessHandle = await openProcess(url, "instance-1", {
     executable: "tr",
     arguments: ["a-z", "A-Z"],
@@ -28,10 +28,10 @@ export async function pipeline(url: string, token: string): Promise<Exit> {
     const chunk: ReadableStreamReadResult<Uint8Array<ArrayBuffer>> = await byob.read(new Uint8Array(4096));
     if (!chunk.done) console.log(chunk.value.byteLength);
     byob.releaseLock();
-    if (exit.signal !== undefined) console.log("killed by", exit.signal);
+    if (exit.signal !== undefined) console.log("killed by", exit.signal, exit.reason satisfies string | undefined);
     else console.log("exit code", exit.code satisfies number);
     const delivered: boolean = await p.signal("SIGTERM");
-    console.log(delivered, p.errorDropped(), p.evidence.started_at, p.progress().stdoutRead);
+    console.log(delivered, p.errorDropped(), p.evidence.started_at, p.progress().stdoutRead, p.evidence.limits?.memory);
     return exit;
   } catch (e) {
     if (e instanceof SandboxLifecycleConflict) console.log(e.operation, e.actual satisfies string, e.expected);
