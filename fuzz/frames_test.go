@@ -311,14 +311,26 @@ func frameFrom(kind uint8, a, b int64, s1, s2, s3 string, data []byte) frames.Fr
 	ev := frames.Evidence{WireRevision: part(0), Provider: part(1), ProviderRevision: part(2),
 		InstanceID: part(3), ProcessID: part(4), Executable: part(5), WorkingDirectory: part(6),
 		ArgumentsDigest: part(7), StartedAt: part(8)}
+	if b%5 == 2 {
+		ev.Limits = &frames.Limits{Pids: b}
+	}
 	var gap *frames.Gap
 	if b%3 == 0 {
 		gap = &frames.Gap{Requested: a, Oldest: b}
 	}
-	switch frames.Type(kind%19 + 1) {
+	var tty *frames.TTY
+	if a%3 == 0 {
+		tty = &frames.TTY{Rows: int(a % 70000), Cols: int(b % 70000), Term: part(2), XPixel: int(b % 3), YPixel: int(a % 5)}
+	}
+	var limits *frames.Limits
+	if b%4 == 1 {
+		limits = &frames.Limits{Pids: a, Memory: b, CPUMillicores: a ^ b}
+	}
+	switch frames.Type(kind%20 + 1) {
 	case frames.TypeOpen:
 		return &frames.Open{InstanceID: s1, Request: frames.ProcessRequest{Executable: s2, Arguments: args,
-			WorkingDirectory: part(0), Environment: env}, StdoutWindow: a, StdinWindow: b, OpenKey: part(9), Pings: b%2 == 0}
+			WorkingDirectory: part(0), Environment: env}, StdoutWindow: a, StdinWindow: b, OpenKey: part(9), Pings: b%2 == 0,
+			ExitReasons: part(10), Limits: limits, TTY: tty}
 	case frames.TypeResume:
 		return &frames.Resume{ProcessID: s1, Token: s2, StdoutReceived: a, StderrReceived: b, Pings: a%2 == 0}
 	case frames.TypeStdin:
@@ -341,9 +353,9 @@ func frameFrom(kind uint8, a, b int64, s1, s2, s3 string, data []byte) frames.Fr
 		return d
 	case frames.TypeOpened:
 		return &frames.Opened{ProcessID: s1, Token: s2, Evidence: ev, StdinLimit: a, StdoutWindow: b,
-			StderrWindow: a ^ b, GraceMS: a, HeartbeatMS: b, ExitWaitMS: a, MaxData: b, Pings: a%2 == 0}
+			StderrWindow: a ^ b, GraceMS: a, HeartbeatMS: b, ExitWaitMS: a, MaxData: b, Pings: a%2 == 0, TTY: tty != nil}
 	case frames.TypeResumed:
-		return &frames.Resumed{ProcessID: s1, Evidence: ev, StdinReceived: a, StdinLimit: b, Pings: b%2 == 0}
+		return &frames.Resumed{ProcessID: s1, Evidence: ev, StdinReceived: a, StdinLimit: b, Pings: b%2 == 0, TTY: tty != nil}
 	case frames.TypeCredit:
 		return &frames.Credit{StdinReceived: a, StdinLimit: b}
 	case frames.TypeStdout:
@@ -353,7 +365,7 @@ func frameFrom(kind uint8, a, b int64, s1, s2, s3 string, data []byte) frames.Fr
 	case frames.TypeStderr:
 		return &frames.Stderr{Off: a, Data: data}
 	case frames.TypeExit:
-		return &frames.Exit{Code: int(a), Signal: s1}
+		return &frames.Exit{Code: int(a), Signal: s1, Reason: part(1)}
 	case frames.TypeSignaled:
 		return &frames.Signaled{ID: a, Result: s1}
 	case frames.TypeDestroyed:
@@ -362,6 +374,8 @@ func frameFrom(kind uint8, a, b int64, s1, s2, s3 string, data []byte) frames.Fr
 		return &frames.Ping{ID: a}
 	case frames.TypePong:
 		return &frames.Pong{ID: b}
+	case frames.TypeResize:
+		return &frames.Resize{Rows: int(a), Cols: int(b), XPixel: int(a % 7), YPixel: int(b % 11)}
 	default:
 		return &frames.Error{Code: frames.ErrorCode(s1), Operation: part(0), Expected: part(1), Actual: part(2),
 			Requirement: part(3), Reason: part(4), Message: s2, Gap: gap, ID: b}
