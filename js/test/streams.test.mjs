@@ -14,7 +14,7 @@ let srv;
 let dir;
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "procwire-js-token-"));
-  writeFileSync(join(dir, "token"), TOKEN);
+  writeFileSync(join(dir, "token"), TOKEN, { mode: 0o600 }); // serve refuses a token file others can read
   srv = await startServer(["--token-file", join(dir, "token")]);
 });
 after(async () => {

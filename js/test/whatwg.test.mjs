@@ -22,7 +22,7 @@ let dir;
 before(async () => {
   srv = await startServer();
   dir = mkdtempSync(join(tmpdir(), "procwire-js-whatwg-"));
-  writeFileSync(join(dir, "token"), TOKEN);
+  writeFileSync(join(dir, "token"), TOKEN, { mode: 0o600 }); // serve refuses a token file others can read
   tsrv = await startServer(["--token-file", join(dir, "token"), "--heartbeat", `${HEARTBEAT}ms`, "--grace", "60s"]);
   proxy = await startCutProxy(tsrv.addr);
 });
