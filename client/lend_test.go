@@ -190,7 +190,10 @@ func TestLenderUnblocks(t *testing.T) {
 // Stdout read with buffers larger than a frame is decoded straight into
 // them by the Read that reads the frame, byte-exact, in order, with its EOF.
 // The reader checks each read against what seq prints, which keeps up
-// with the connection, so that Read finds nothing held and lends.
+// with the connection, so that Read finds nothing held and lends. On a
+// loaded machine the loop may read ahead of a reader that was not
+// scheduled, so that nothing is lent in a run: up to five runs, each
+// byte-exact, until one decodes most of it in place.
 func TestStdoutStraightIntoTheReadersBuffer(t *testing.T) {
 	e := newEnv(t, server.Config{})
 	c := ctx(t)
@@ -199,7 +202,22 @@ func TestStdoutStraightIntoTheReadersBuffer(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		want = fmt.Appendf(want, "%d\n", i)
 	}
-	p := open(t, e.url, req("seq", "1", fmt.Sprint(n)), nil)
+	for run := 1; ; run++ {
+		direct, lent := readSeqStraight(t, c, e.url, n, want)
+		if direct > int64(len(want)/4) {
+			break
+		}
+		require.Less(t, run, 5, "decoded in place %d of %d bytes in each of 5 runs (lent reads %d in the last)", direct, len(want), lent)
+		t.Logf("run %d: %d of %d bytes decoded in place (lent reads %d); again", run, direct, len(want), lent)
+	}
+}
+
+// readSeqStraight reads seq 1 n through a process of its own with a
+// buffer larger than a frame, checks it against want, and returns how
+// many bytes were decoded in place and how many frames blocked reads read.
+func readSeqStraight(t *testing.T, c context.Context, url string, n int, want []byte) (direct int64, lent uint64) {
+	t.Helper()
+	p := open(t, url, req("seq", "1", fmt.Sprint(n)), nil)
 	defer watchdog(c, p.Stdout())()
 	buf := make([]byte, 256<<10)
 	var off int
@@ -214,10 +232,12 @@ func TestStdoutStraightIntoTheReadersBuffer(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, len(want), off)
-	require.Greater(t, client.DirectBytes(p), int64(len(want)/4), "decoded in place (lent reads %d)", client.LentReads(p))
 	st, err := p.Wait(c)
 	require.NoError(t, err)
 	require.True(t, st.Success(), "%v", st)
+	direct, lent = client.DirectBytes(p), client.LentReads(p)
+	require.NoError(t, p.Destroy(c)) // the instance is free for the next run
+	return direct, lent
 }
 
 // lendSocket makes round trips through p (cat) until its Read has read
