@@ -26,7 +26,7 @@ func TestNothingSecretOnACommandLine(t *testing.T) {
 		t.Cleanup(func() { _ = p.Destroy() })
 		var out bytes.Buffer
 		newConsumer(t, p, &out).until("started", func() bool { return strings.Contains(out.String(), "started") })
-		require.NotEmpty(t, markedAlive(mark), "the process runs")
+		requireMarkedAlive(t, mark, "the process runs")
 
 		paths, err := filepath.Glob("/proc/[0-9]*/cmdline")
 		require.NoError(t, err)

@@ -143,7 +143,7 @@ func killServer(t *testing.T, kind string) []time.Duration {
 	for name := range doomedTrees {
 		m := "PROCWIRE_TEST_MARK=" + mark + "-" + strings.ReplaceAll(name, " ", "_")
 		trees[name] = m
-		require.NotEmpty(t, markedAlive(m), "tree %s does not run", name)
+		requireMarkedAlive(t, m, "tree %s does not run", name)
 	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()
