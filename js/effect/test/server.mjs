@@ -3,7 +3,7 @@
 import { spawn } from "node:child_process";
 import { readFileSync, readdirSync } from "node:fs";
 import { createInterface } from "node:readline";
-import { build } from "../../test/helpers.mjs";
+import { build, req } from "../../test/helpers.mjs";
 
 export { instance, req } from "../../test/helpers.mjs";
 
@@ -50,6 +50,34 @@ export function alive(pid) {
   } catch {
     return false;
   }
+}
+
+/**
+ * A request with a unique marker in its environment, which every
+ * descendant inherits: { request, mark }. The child runs in a PID namespace
+ * of its own, so its `$$` is no pid of ours; the mark names it.
+ */
+export function marked(executable, ...args) {
+  const request = req(executable, ...args);
+  const mark = `PROCWIRE_TEST_MARK=${process.pid}-${Math.random().toString(16).slice(2)}`;
+  const [k, v] = mark.split("=");
+  request.environment[k] = v;
+  return { request, mark };
+}
+
+/** Whether a live process holds mark in its environment (a zombie has none left). */
+export function markedAlive(mark) {
+  for (const name of readdirSync("/proc")) {
+    if (!/^[0-9]+$/.test(name)) continue;
+    let env;
+    try {
+      env = readFileSync(`/proc/${name}/environ`, "latin1");
+    } catch {
+      continue;
+    }
+    if (env.split("\0").includes(mark)) return true;
+  }
+  return false;
 }
 
 /** Polls cond every 10 ms until it holds or ms pass; resolves with whether it held. */
