@@ -15,10 +15,9 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { randomBytes } from "node:crypto";
 import { build as esbuild } from "esbuild";
-import { chromium } from "playwright-core";
+import { CHROMIUM, openTab } from "./chromium.mjs";
 import { startServer, startCutProxy, instance } from "../helpers.mjs";
 
-const CHROMIUM = process.env.PROCWIRE_CHROMIUM ?? "/usr/bin/chromium";
 const here = fileURLToPath(new URL(".", import.meta.url));
 const TOTAL = 16 << 20;
 const CUTS = 3;
@@ -78,26 +77,7 @@ test("chromium streams 16 MiB through cat byte-exact across 3 cuts, then signals
   // base64 and framing included) are about 2 × 4/3 × 16 MiB.
   await proxy.cmd("cutat 4000000 15000000 27000000");
 
-  const browser = await chromium.launchPersistentContext(join(dir, "profile"), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
-  t.after(() => browser.close());
-  const tab = browser.pages()[0] ?? (await browser.newPage());
-  const logs = [];
-  tab.on("console", (m) => logs.push(m.text()));
-  tab.on("pageerror", (e) => logs.push(String(e)));
-  await tab.goto(`http://${page}/`);
+  const { tab, logs } = await openTab(t, dir, `http://${page}/`);
   await tab.waitForFunction(() => window.procwireReady === true, null, { timeout: 30_000 });
 
   const t0 = performance.now();

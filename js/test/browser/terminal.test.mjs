@@ -16,11 +16,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { randomBytes } from "node:crypto";
-import { chromium } from "playwright-core";
+import { CHROMIUM, openTab } from "./chromium.mjs";
 import { startServer, startCutProxy, instance } from "../helpers.mjs";
 import { buildTerminal } from "../../examples/terminal/build.mjs";
 
-const CHROMIUM = process.env.PROCWIRE_CHROMIUM ?? "/usr/bin/chromium";
 const here = fileURLToPath(new URL(".", import.meta.url));
 const example = join(here, "../../examples/terminal");
 export const SCREENSHOT = join(here, "artifacts", "terminal.png");
@@ -102,27 +101,7 @@ test("chromium: xterm.js on a remote terminal: size, resize, ^C, seq 100000 acro
   const proxy = await startCutProxy(srv.addr);
   t.after(() => proxy.stop());
 
-  const browser = await chromium.launchPersistentContext(join(dir, "profile"), {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1000, height: 640 },
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
-  t.after(() => browser.close());
-  const tab = browser.pages()[0] ?? (await browser.newPage());
-  const logs = [];
-  tab.on("console", (m) => logs.push(m.text()));
-  tab.on("pageerror", (e) => logs.push(String(e)));
-  await tab.goto(`http://${page}/?scrollback=${LINES + 20000}`);
+  const { tab, logs } = await openTab(t, dir, `http://${page}/?scrollback=${LINES + 20000}`, { viewport: { width: 1000, height: 640 } });
   await tab.waitForFunction(() => window.procwireTerminal !== undefined, null, { timeout: 30_000 });
 
   const lines = () => tab.evaluate(() => window.procwireTerminal.lines());
