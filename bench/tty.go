@@ -52,19 +52,7 @@ func KeystrokeEcho(ctx context.Context, p TTYPeer, n int) (samples []time.Durati
 			return nil, fmt.Errorf("%s: waiting for the terminal: %w", p.Name(), err)
 		}
 	}
-	one, got := []byte{'x'}, make([]byte, 1)
-	samples = make([]time.Duration, 0, n)
-	for range n {
-		start := time.Now()
-		if err := roundTrip(s, one, got); err != nil {
-			return nil, fmt.Errorf("%s: %w", p.Name(), err)
-		}
-		samples = append(samples, time.Since(start))
-		if got[0] != 'x' {
-			return nil, fmt.Errorf("%s: echoed %q", p.Name(), got)
-		}
-	}
-	return samples, nil
+	return echoes(p.Name(), s, n)
 }
 
 // --- procwire ---

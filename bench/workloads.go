@@ -109,19 +109,7 @@ func Echo(ctx context.Context, p Peer, n int) (samples []time.Duration, err erro
 		return nil, fmt.Errorf("%s: open: %w", p.Name(), err)
 	}
 	defer closeSession(s, &err)
-	one, got := []byte{'x'}, make([]byte, 1)
-	samples = make([]time.Duration, 0, n)
-	for range n {
-		start := time.Now()
-		if err := roundTrip(s, one, got); err != nil {
-			return nil, fmt.Errorf("%s: %w", p.Name(), err)
-		}
-		samples = append(samples, time.Since(start))
-		if got[0] != 'x' {
-			return nil, fmt.Errorf("%s: echoed %q", p.Name(), got)
-		}
-	}
-	return samples, nil
+	return echoes(p.Name(), s, n)
 }
 
 // RequestResponse is the shape of an ACP session: it writes a LineSize
@@ -346,4 +334,21 @@ func CPUTime() time.Duration {
 // Percentile returns the q-quantile (0..1) of sorted samples.
 func Percentile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[int(float64(len(sorted)-1)*q)]
+}
+
+// echoes times n round trips of one byte through s, checking each echo.
+func echoes(name string, s Session, n int) ([]time.Duration, error) {
+	one, got := []byte{'x'}, make([]byte, 1)
+	samples := make([]time.Duration, 0, n)
+	for range n {
+		start := time.Now()
+		if err := roundTrip(s, one, got); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		samples = append(samples, time.Since(start))
+		if got[0] != 'x' {
+			return nil, fmt.Errorf("%s: echoed %q", name, got)
+		}
+	}
+	return samples, nil
 }
