@@ -114,7 +114,7 @@ func Contract(err error, op string) *ContractError {
 		return failed(op, ReasonProtocolViolation)
 	}
 	switch {
-	case websocket.CloseStatus(err) == statusResumedElsewhere:
+	case websocket.CloseStatus(err) == frames.CloseResumedElsewhere:
 		return failed(op, ReasonResumedElsewhere)
 	case remote && re.Frame.Reason == ReasonServerShutdown,
 		websocket.CloseStatus(err) == websocket.StatusGoingAway:
@@ -138,7 +138,3 @@ func Contract(err error, op string) *ContractError {
 	}
 	return failed(op, ReasonConnectionFailed)
 }
-
-// statusResumedElsewhere is the close code of a process resumed on
-// another connection (PROTOCOL.md §7).
-const statusResumedElsewhere websocket.StatusCode = 4001

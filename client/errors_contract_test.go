@@ -84,7 +84,7 @@ func TestContractErrors(t *testing.T) {
 		"connection_lost": fmt.Errorf("%w: no resume within the %v grace: %w", client.ErrConnectionLost, 10*time.Second,
 			errors.New("dial tcp 127.0.0.1:1: connect: connection refused")),
 		"resumed_elsewhere": fmt.Errorf("%w: the process was resumed on another connection: %w", client.ErrConnectionLost,
-			websocket.CloseError{Code: 4001, Reason: "resumed elsewhere"}),
+			websocket.CloseError{Code: frames.CloseResumedElsewhere, Reason: frames.ReasonResumedElsewhere}),
 		"timed_out": fmt.Errorf("procwire: destroy: no answer within the %v DestroyTimeout: %w", time.Second,
 			context.DeadlineExceeded),
 		"protocol_violation": client.ProtocolViolation(),

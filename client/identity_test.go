@@ -320,7 +320,7 @@ func TestResumedElsewhere(t *testing.T) {
 		case *frames.Open:
 			fc.send(opened(first))
 			<-cut
-			fc.ws.Close(4001, "resumed elsewhere")
+			fc.ws.Close(frames.CloseResumedElsewhere, frames.ReasonResumedElsewhere)
 		case *frames.Resume:
 			resumes <- struct{}{}
 		}

@@ -100,8 +100,8 @@ const (
 	defaultGrace     = 30 * time.Second
 	defaultHeartbeat = 15 * time.Second
 	defaultMaxData   = 64 << 10
-	minWindow        = 1 << 10
-	maxWindow        = 1 << 30
+	minWindow        = frames.MinWindow
+	maxWindow        = frames.MaxWindow
 )
 
 // withDefaults returns a copy of o with every zero field defaulted, or an

@@ -60,7 +60,7 @@ func (p *Process) supervise(ws *wsConn) {
 // is a loss to resume from.
 func (p *Process) closedForGood(err error) events {
 	switch code := websocket.CloseStatus(err); code {
-	case 4001: // another client holds the process now
+	case frames.CloseResumedElsewhere: // another client holds the process now
 		return p.m.leave(fmt.Errorf("%w: the process was resumed on another connection: %w", ErrConnectionLost, err))
 	case websocket.StatusProtocolError, websocket.StatusUnsupportedData, websocket.StatusInvalidFramePayloadData,
 		websocket.StatusPolicyViolation, websocket.StatusMessageTooBig:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/coder/websocket"
+
 	"github.com/procwire/procwire/frames"
 )
 
@@ -59,7 +61,7 @@ func caseDestroyAfterExit(ctx context.Context, t *T) {
 	if d.ProcessID != o.ProcessID {
 		t.Fatalf("the attached connection was told %s", show(d))
 	}
-	t.expectClose(ctx, a, "the close of the attached connection after destroyed", 1000, nil, nil)
+	t.expectClose(ctx, a, "the close of the attached connection after destroyed", websocket.StatusNormalClosure, nil, nil)
 }
 
 func caseDestroyLostAnswer(ctx context.Context, t *T) {

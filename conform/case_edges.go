@@ -275,7 +275,7 @@ func caseStaleConnection(ctx context.Context, t *T) {
 	if err := older.send(ctx, &frames.Open{InstanceID: inst, Request: req, OpenKey: key}); err != nil {
 		t.Fatalf("open on the older connection: %v", err)
 	}
-	t.expectClose(ctx, older, "an open repeated on a connection accepted before the one holding the process", 4001, nil, nil)
+	t.expectClose(ctx, older, "an open repeated on a connection accepted before the one holding the process", frames.CloseResumedElsewhere, nil, nil)
 	var stdinOff int64
 	echo := func(p *peer, what string) {
 		off := p.stdoutEnd
@@ -292,7 +292,7 @@ func caseStaleConnection(ctx context.Context, t *T) {
 	if err := older.send(ctx, &frames.Resume{ProcessID: o.ProcessID, Token: o.Token, StdoutReceived: p.stdoutEnd}); err != nil {
 		t.Fatalf("resume on the older connection: %v", err)
 	}
-	t.expectClose(ctx, older, "a resume on a connection accepted before the one holding the process", 4001, nil, nil)
+	t.expectClose(ctx, older, "a resume on a connection accepted before the one holding the process", frames.CloseResumedElsewhere, nil, nil)
 	echo(p2, "the newer connection, after the stale resume")
 	t.destroyOn(ctx, p2, o.ProcessID)
 }

@@ -49,8 +49,8 @@ const (
 
 // Window bounds of wire v1 (PROTOCOL.md §3, open).
 const (
-	minWindow = 1 << 10
-	maxWindow = 1 << 30
+	minWindow = frames.MinWindow
+	maxWindow = frames.MaxWindow
 )
 
 // Config configures a Server. The zero value of every field means its

@@ -20,7 +20,7 @@ import (
 
 // statusResumedElsewhere closes a connection whose process was resumed on
 // another one (PROTOCOL.md §7).
-const statusResumedElsewhere websocket.StatusCode = 4001
+const statusResumedElsewhere websocket.StatusCode = frames.CloseResumedElsewhere
 
 // ctrlQueue bounds the answers (signaled, error) waiting for the writer; a
 // reader with a full queue stops reading, so a peer that floods signals

@@ -108,8 +108,8 @@ func execute(ctx context.Context, args []string, io *stdio) int {
 	fs.StringVar(&f.handleFile, "handle-file", "", "with --detach, write the handle to `file` (mode 0600) instead of stdout")
 	f.ttyFlags.define(fs)
 	fs.BoolVar(&f.compress, "compress", false, "ask for s2-compressed stdout and stderr and compress stdin (pays on slow links; a server without compression refuses the open)")
-	fs.Var(sizeRange[int64]{&f.stdoutWindow, 1 << 10, 1 << 30}, "stdout-window", "ask for a stdout window of this `size` (bytes, or with KiB, MiB, GiB; at most what the server allows; default the server's): the most output in flight unacknowledged")
-	fs.Var(sizeRange[int64]{&f.stdinWindow, 1 << 10, 1 << 30}, "stdin-window", "ask for a stdin window of this `size` (as --stdout-window; default the server's): the most input sent ahead of the remote process's reading")
+	fs.Var(sizeRange[int64]{&f.stdoutWindow, frames.MinWindow, frames.MaxWindow}, "stdout-window", "ask for a stdout window of this `size` (bytes, or with KiB, MiB, GiB; at most what the server allows; default the server's): the most output in flight unacknowledged")
+	fs.Var(sizeRange[int64]{&f.stdinWindow, frames.MinWindow, frames.MaxWindow}, "stdin-window", "ask for a stdin window of this `size` (as --stdout-window; default the server's): the most input sent ahead of the remote process's reading")
 	pos, argv, status, ok := parse(c, fs, args, 1, io, exitFailure)
 	if !ok {
 		return status

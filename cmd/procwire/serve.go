@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/procwire/procwire/frames"
 	"github.com/procwire/procwire/server"
 )
 
@@ -62,14 +63,14 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 		MaxProcesses: server.DefaultMaxProcesses,
 	}
 	fs.Var(durationFlag{d: &cfg.Grace}, "grace", "how long a detached process waits for a resume or an attach")
-	fs.Var(sizeRange[int]{&cfg.StdoutWindow, 1 << 10, 1 << 30}, "stdout-window", "default stdout window, a `size` (bytes, or with KiB, MiB, GiB)")
-	fs.Var(sizeRange[int]{&cfg.StdinWindow, 1 << 10, 1 << 30}, "stdin-window", "default stdin window, a `size`")
-	fs.Var(sizeRange[int]{&cfg.StderrRing, 1, 1 << 30}, "stderr-ring", "stderr ring per process, a `size`")
+	fs.Var(sizeRange[int]{&cfg.StdoutWindow, frames.MinWindow, frames.MaxWindow}, "stdout-window", "default stdout window, a `size` (bytes, or with KiB, MiB, GiB)")
+	fs.Var(sizeRange[int]{&cfg.StdinWindow, frames.MinWindow, frames.MaxWindow}, "stdin-window", "default stdin window, a `size`")
+	fs.Var(sizeRange[int]{&cfg.StderrRing, 1, frames.MaxWindow}, "stderr-ring", "stderr ring per process, a `size`")
 	fs.Var(durationFlag{d: &cfg.Heartbeat, negative: "no heartbeat"}, "heartbeat", "ping interval and pong deadline (negative: none)")
 	fs.Var(intRange{&cfg.MaxProcesses, 1, 1 << 30}, "max-processes", "most processes held at once, live or detached")
 	fs.Var(sizeRange[int64]{&cfg.MaxMemory, 1, 1 << 62}, "max-memory", "the `size` the windows of the processes held and the first frames being read may promise, and the Go runtime's soft memory limit (default a quarter of the machine's memory)")
-	fs.Var(sizeRange[int]{&cfg.MaxStdoutWindow, 1 << 10, 1 << 30}, "max-stdout-window", "largest stdout window an open may ask for, a `size` (default 64MiB, or --stdout-window if larger)")
-	fs.Var(sizeRange[int]{&cfg.MaxStdinWindow, 1 << 10, 1 << 30}, "max-stdin-window", "largest stdin window an open may ask for, a `size` (default 16MiB, or --stdin-window if larger)")
+	fs.Var(sizeRange[int]{&cfg.MaxStdoutWindow, frames.MinWindow, frames.MaxWindow}, "max-stdout-window", "largest stdout window an open may ask for, a `size` (default 64MiB, or --stdout-window if larger)")
+	fs.Var(sizeRange[int]{&cfg.MaxStdinWindow, frames.MinWindow, frames.MaxWindow}, "max-stdin-window", "largest stdin window an open may ask for, a `size` (default 16MiB, or --stdin-window if larger)")
 	fs.Var(intRange{&cfg.MaxConnections, 1, 1 << 30}, "max-connections", "most connections served at once (default 2 × max-processes + 64)")
 	fs.Var((*originList)(&cfg.OriginPatterns), "allow-origin", "accept a browser page whose Origin host matches `pattern` (path.Match, \"host:port\" or \"scheme://host:port\"), besides the server's own host (repeatable)")
 	fs.BoolVar(&cfg.NoCompression, "no-compression", false, "never compress stdout and stderr nor accept compressed stdin, whatever an open asks for")

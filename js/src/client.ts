@@ -5,6 +5,12 @@
 
 import {
   CLIENT_FRAMES,
+  CLOSE_GOING_AWAY,
+  CLOSE_INVALID_FRAME,
+  CLOSE_MESSAGE_TOO_BIG,
+  CLOSE_POLICY_VIOLATION,
+  CLOSE_PROTOCOL_ERROR,
+  CLOSE_RESUMED_ELSEWHERE,
   DecodeError,
   EVIDENCE_FIELDS,
   MAX_DATA,
@@ -771,7 +777,7 @@ class Proc {
         if (failed > 0) await this.destroyByKey();
         throw err;
       }
-      if (err instanceof RefusedConnection && err.code === 1007 && this.openFrame.open_key !== undefined && failed === 0) {
+      if (err instanceof RefusedConnection && err.code === CLOSE_INVALID_FRAME && this.openFrame.open_key !== undefined && failed === 0) {
         // A server before open_key refuses the field before starting
         // anything: open again without it, losing only the repeatability.
         this.openFrame.open_key = undefined;
@@ -945,7 +951,7 @@ class Proc {
     if (this.err) return;
     const err = closeError(info);
     if (finalError(err)) {
-      if (info.code === 4001) this.abandoned = true; // another client holds it now
+      if (info.code === CLOSE_RESUMED_ELSEWHERE) this.abandoned = true; // another client holds it now
       this.end(err);
       return;
     }
@@ -1585,7 +1591,7 @@ class Proc {
         if (Date.now() + wait >= deadline) {
           this.abandoned = true; // the server expires it, if it is there at all
           this.expired = true;
-          const shutdown = [why, last].some((e) => e instanceof LostConnection && e.code === 1001);
+          const shutdown = [why, last].some((e) => e instanceof LostConnection && e.code === CLOSE_GOING_AWAY);
           this.end(new Failure(shutdown ? "server_shutdown" : "connection_lost", `no resume within the ${this.grace} ms grace: ${last.message}`, { cause: last }));
           return;
         }
@@ -1688,13 +1694,13 @@ function closeError(info: CloseInfo): Error {
   if (info.error) return info.error;
   const why = info.reason ? `${info.code} ${info.reason}` : String(info.code);
   switch (info.code) {
-    case 4001:
+    case CLOSE_RESUMED_ELSEWHERE:
       return new Failure("resumed_elsewhere", "the process was resumed on another connection");
-    case 1002:
-    case 1003:
-    case 1007:
-    case 1008:
-    case 1009:
+    case CLOSE_PROTOCOL_ERROR:
+    case 1003: // unsupported data: the WebSocket's own, not one of PROTOCOL.md §7
+    case CLOSE_INVALID_FRAME:
+    case CLOSE_POLICY_VIOLATION:
+    case CLOSE_MESSAGE_TOO_BIG:
       return new RefusedConnection(`the server refused the connection: ${why}`, info.code);
   }
   return new LostConnection(`closed: ${why}`, info.code);

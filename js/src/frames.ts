@@ -7,30 +7,20 @@
 // reads the line's bytes from the left and reports the first broken rule
 // with the same frame, field and kind, which the golden vectors pin.
 
-/** The WebSocket subprotocol, and the evidence's wire_revision. */
-export const SUBPROTOCOL = "procwire.v1";
-/** The evidence's wire_revision. */
-export const WIRE_REVISION = "procwire.v1";
-/** Largest decoded payload of one stdin/stdout/stderr frame. */
-export const MAX_DATA = 262144;
-/** Line limit of every frame after the first, counting its '\n'. */
-export const MAX_LINE = 524288;
-/** Line limit of the first frame of a connection. */
-export const MAX_FIRST_LINE = 134217728;
-/** Most request arguments. */
-export const MAX_ARGUMENTS = 256;
-/** Longest request argument, in bytes. */
-export const MAX_ARGUMENT_BYTES = 65536;
-/** Most environment entries. */
-export const MAX_ENV_ENTRIES = 4096;
-/** Most bytes of environment keys and values together. */
-export const MAX_ENV_BYTES = 1 << 20;
-/** Longest free string, in bytes. */
-export const MAX_STRING_BYTES = 4096;
-/** Smallest window an open may ask for. */
-export const MIN_WINDOW = 1 << 10;
-/** Largest window an open may ask for. */
-export const MAX_WINDOW = 1 << 30;
+import {
+  MAX_ARGUMENT_BYTES,
+  MAX_ARGUMENTS,
+  MAX_DATA,
+  MAX_ENV_BYTES,
+  MAX_ENV_ENTRIES,
+  MAX_LINE,
+  MAX_STRING_BYTES,
+  MAX_WINDOW,
+  MIN_WINDOW,
+  WIRE_REVISION,
+} from "./constants.js";
+
+export * from "./constants.js";
 
 /**
  * An integer of the wire: 0 ..= 2^63-1. A `number` when it is a safe

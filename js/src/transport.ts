@@ -1,6 +1,6 @@
 // One WebSocket connection, over the `ws` package or a WHATWG WebSocket.
 
-import { MAX_LINE, SUBPROTOCOL } from "./frames.js";
+import { CLOSE_NORMAL, MAX_LINE, SUBPROTOCOL } from "./frames.js";
 import { Failure, protocolError } from "./failure.js";
 
 /**
@@ -187,7 +187,7 @@ function wsTransport(sock: WsLike): Transport {
   let error: Error | undefined;
   const t: Transport = {
     send: (s) => sock.send(s),
-    close: () => sock.close(1000),
+    close: () => sock.close(CLOSE_NORMAL),
     terminate: () => sock.terminate(),
     ping: () => sock.ping(),
     onMessage: () => {},
@@ -233,7 +233,7 @@ function whatwgTransport(sock: WhatwgLike): Transport {
   };
   const t: Transport = {
     send: (s) => sock.send(s),
-    close: () => sock.close(1000),
+    close: () => sock.close(CLOSE_NORMAL),
     terminate,
     onMessage: () => {},
     onClose: () => {},
