@@ -260,64 +260,20 @@ func mirror(ctx context.Context, p *client.Process, sigc <-chan os.Signal, stdin
 			end.err = fmt.Errorf("destroy: %w", err)
 		}
 	}()
-	// The stdin copy is not waited for: it may sit in a read of a local
-	// stdin that never ends. Its next write fails once p is destroyed.
-	go func() {
-		defer restoreOnPanic()
-		if _, err := io.Copy(p.Stdin(), stdin); err == nil {
-			p.Stdin().Close()
-		}
-	}()
-	outDone := make(chan error, 1) // the local write error that ended stdout, or nil
-	wg.Go(func() {
-		defer restoreOnPanic()
-		outDone <- copyOut(stdout, p.Stdout())
-	})
-	errDone := make(chan struct{})
-	wg.Go(func() {
-		defer restoreOnPanic()
-		defer close(errDone)
-		copyOut(stderr, p.Stderr())
-	})
-
-	type result struct {
-		st  client.ExitStatus
-		err error
-	}
-	waited := make(chan result, 1)
 	wctx, stopWait := context.WithCancel(ctx)
 	defer stopWait()
-	wg.Go(func() {
-		defer restoreOnPanic()
-		st, err := p.Wait(wctx)
-		waited <- result{st, err}
-	})
+	c := startCopies(wctx, &wg, p, stdin, stdout, stderr)
 	var hangup <-chan time.Time
 	for {
 		select {
 		case sig := <-sigc:
-			hangupLike := tty && sig == syscall.SIGTERM
-			switch {
-			case (sig == syscall.SIGINT || sig == syscall.SIGTERM) && !hangupLike:
-				name := frames.SIGTERM
-				if sig == syscall.SIGINT {
-					name = frames.SIGINT
-				}
-				forward(ctx, &wg, p, name)
-			case sig == syscall.SIGPIPE:
-				// The write that raised it reports EPIPE to copyOut.
-			default: // SIGHUP, SIGQUIT, and SIGTERM on a terminal
-				if end.local == 0 {
-					end.local = sig.(syscall.Signal)
-					forward(ctx, &wg, p, frames.SIGTERM)
-					t := time.NewTimer(hangupDelay)
-					defer t.Stop()
-					hangup = t.C
-				}
+			if t := forwardLocal(ctx, &wg, p, sig, tty, &end); t != nil {
+				defer t.Stop()
+				hangup = t.C
 			}
 		case <-hangup:
 			return end
-		case err := <-outDone:
+		case err := <-c.outDone:
 			if err != nil {
 				end.pipe = errors.Is(err, syscall.EPIPE)
 				if !end.pipe {
@@ -325,35 +281,107 @@ func mirror(ctx context.Context, p *client.Process, sigc <-chan os.Signal, stdin
 				}
 				return end
 			}
-			outDone = nil // stdout ended; the exit follows
-		case r := <-waited:
-			if r.err != nil {
-				if end.local == 0 {
-					end.err = r.err
-				}
-				return end
-			}
-			end.st, end.exit = r.st, end.local == 0
-			// Let the output finish, within a bound.
-			t := time.NewTimer(outputDelay)
-			defer t.Stop()
-			if outDone != nil {
-				select {
-				case err := <-outDone:
-					if err != nil && errors.Is(err, syscall.EPIPE) {
-						end.pipe, end.exit = true, false
-						return end
-					}
-				case <-t.C:
-				}
-			}
-			select {
-			case <-errDone:
-			case <-t.C:
-			}
-			return end
+			c.outDone = nil // stdout ended; the exit follows
+		case r := <-c.waited:
+			return c.exited(end, r)
 		}
 	}
+}
+
+// copies are the goroutines of mirror, by what each reports at its end.
+type copies struct {
+	outDone chan error      // the local write error that ended stdout, or nil
+	errDone chan struct{}   // closed when stderr's copy ended
+	waited  chan waitResult // p's end, as p.Wait(wctx) returned it
+}
+
+// waitResult is what p.Wait returned.
+type waitResult struct {
+	st  client.ExitStatus
+	err error
+}
+
+// startCopies starts copying stdin to p, p's stdout and stderr to stdout
+// and stderr, and waiting for p's end until wctx ends. All but the stdin
+// copy are in wg: that one may sit in a read of a local stdin that never
+// ends, and its next write fails once p is destroyed.
+func startCopies(wctx context.Context, wg *sync.WaitGroup, p *client.Process, stdin io.Reader, stdout, stderr io.Writer) *copies {
+	c := &copies{outDone: make(chan error, 1), errDone: make(chan struct{}), waited: make(chan waitResult, 1)}
+	go func() {
+		defer restoreOnPanic()
+		if _, err := io.Copy(p.Stdin(), stdin); err == nil {
+			p.Stdin().Close()
+		}
+	}()
+	wg.Go(func() {
+		defer restoreOnPanic()
+		c.outDone <- copyOut(stdout, p.Stdout())
+	})
+	wg.Go(func() {
+		defer restoreOnPanic()
+		defer close(c.errDone)
+		copyOut(stderr, p.Stderr())
+	})
+	wg.Go(func() {
+		defer restoreOnPanic()
+		st, err := p.Wait(wctx)
+		c.waited <- waitResult{st, err}
+	})
+	return c
+}
+
+// forwardLocal forwards a local signal to p: SIGINT and SIGTERM as
+// themselves; the first SIGHUP or SIGQUIT (or SIGTERM on a terminal) as
+// SIGTERM, noted in end, and then it returns the timer after which mirror
+// stops waiting for p.
+func forwardLocal(ctx context.Context, wg *sync.WaitGroup, p *client.Process, sig os.Signal, tty bool, end *ending) *time.Timer {
+	hangupLike := tty && sig == syscall.SIGTERM
+	switch {
+	case (sig == syscall.SIGINT || sig == syscall.SIGTERM) && !hangupLike:
+		name := frames.SIGTERM
+		if sig == syscall.SIGINT {
+			name = frames.SIGINT
+		}
+		forward(ctx, wg, p, name)
+	case sig == syscall.SIGPIPE:
+		// The write that raised it reports EPIPE to copyOut.
+	default: // SIGHUP, SIGQUIT, and SIGTERM on a terminal
+		if end.local == 0 {
+			end.local = sig.(syscall.Signal)
+			forward(ctx, wg, p, frames.SIGTERM)
+			return time.NewTimer(hangupDelay)
+		}
+	}
+	return nil
+}
+
+// exited is how mirror ends after p's end r: with a failed wait, or with
+// p's exit once the output has finished, within a bound.
+func (c *copies) exited(end ending, r waitResult) ending {
+	if r.err != nil {
+		if end.local == 0 {
+			end.err = r.err
+		}
+		return end
+	}
+	end.st, end.exit = r.st, end.local == 0
+	t := time.NewTimer(outputDelay)
+	defer t.Stop()
+	if c.outDone != nil {
+		select {
+		case err := <-c.outDone:
+			if err != nil && errors.Is(err, syscall.EPIPE) {
+				end.pipe, end.exit = true, false
+				return end
+			}
+		case <-t.C:
+		}
+	}
+	select {
+	case <-c.errDone:
+	case <-t.C:
+	}
+	return end
 }
 
 // lost explains a connection lost for good in end.

@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/procwire/procwire/frames"
 	"github.com/procwire/procwire/server"
@@ -45,23 +49,79 @@ can read, signal or ptrace another.`,
 }
 
 // serve runs a server until ctx ends or SIGINT/SIGTERM arrives, then shuts
-// it down, destroying every child.
+// it down, destroying every child. Its steps: parse the flags, build the
+// server, listen, serve until told to stop, shut down.
 func serve(ctx context.Context, args []string, io *stdio) int {
+	f, status, ok := parseServe(args, io)
+	if !ok {
+		return status
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(io.err, "procwire serve: %v\n", err)
+		return 1
+	}
+	token, err := readToken(f.tokenFile)
+	if err != nil {
+		return fail(err)
+	}
+	if err := checkAddr(f.addr, token); err != nil {
+		return fail(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: f.level}))
+	// Checked before listening: a server that says it listens must serve.
+	tlsConfig, stopReload, err := loadCert(ctx, f.certFile, f.keyFile, log)
+	if err != nil {
+		return fail(err)
+	}
+	defer stopReload()
+	srv, reg, err := f.newServer(token, log)
+	if err != nil {
+		return fail(err)
+	}
+	defer setMemoryLimit(srv.Stats().MaxMemory, log)()
+	s, err := f.listen(srv, reg, token, tlsConfig, log)
+	if err != nil {
+		return fail(err)
+	}
+	sigs, stopSigs := stopSignals()
+	defer stopSigs()
+	go func() { s.errc <- s.hs.Serve(s.ln) }() // ln speaks TLS itself
+	log.Info("listening", "url", s.url, "auth", token != "", "provider_revision", server.Revision,
+		"containment", srv.Stats().Containment, "run_as", f.iso.runAs, "run_as_range", f.iso.runAsRange)
+	status = s.wait(ctx, sigs, f.drainTimeout, log)
+	return s.shutdown(ctx, status, log)
+}
+
+// serveFlags are serve's flags, parsed and checked.
+type serveFlags struct {
+	addr, tokenFile, certFile, keyFile string
+	level                              slog.Level
+	cfg                                server.Config
+	lf                                 *listenFlags
+	iso                                *isolation
+	limits                             *limitFlags
+	ops                                *opsFlags
+	drainTimeout                       time.Duration
+}
+
+// parseServe parses serve's arguments; !ok means serve ends with status.
+func parseServe(args []string, io *stdio) (f *serveFlags, status int, ok bool) {
 	c := lookup("serve")
 	fs := newFlags(c)
-	addr := fs.String("addr", "127.0.0.1:7777", "listen `address`: host:port, or unix:PATH for a Unix socket (mode 0600)")
-	lf := addListenFlags(fs)
-	tokenFile := fs.String("token-file", "", "`file` holding the bearer token, at least 16 bytes (default $"+tokenEnv+")")
-	certFile := fs.String("tls-cert", "", "TLS certificate `file` (with --tls-key)")
-	keyFile := fs.String("tls-key", "", "TLS key `file`")
-	cfg := server.Config{
+	f = &serveFlags{cfg: server.Config{
 		Grace:        server.DefaultGrace,
 		StdoutWindow: server.DefaultStdoutWindow,
 		StdinWindow:  server.DefaultStdinWindow,
 		StderrRing:   server.DefaultStderrRing,
 		Heartbeat:    server.DefaultHeartbeat,
 		MaxProcesses: server.DefaultMaxProcesses,
-	}
+	}}
+	cfg := &f.cfg
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:7777", "listen `address`: host:port, or unix:PATH for a Unix socket (mode 0600)")
+	f.lf = addListenFlags(fs)
+	fs.StringVar(&f.tokenFile, "token-file", "", "`file` holding the bearer token, at least 16 bytes (default $"+tokenEnv+")")
+	fs.StringVar(&f.certFile, "tls-cert", "", "TLS certificate `file` (with --tls-key)")
+	fs.StringVar(&f.keyFile, "tls-key", "", "TLS key `file`")
 	fs.Var(durationFlag{d: &cfg.Grace}, "grace", "how long a detached process waits for a resume or an attach")
 	fs.Var(sizeRange[int]{&cfg.StdoutWindow, frames.MinWindow, frames.MaxWindow}, "stdout-window", "default stdout window, a `size` (bytes, or with KiB, MiB, GiB)")
 	fs.Var(sizeRange[int]{&cfg.StdinWindow, frames.MinWindow, frames.MaxWindow}, "stdin-window", "default stdin window, a `size`")
@@ -76,107 +136,113 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	fs.BoolVar(&cfg.NoCompression, "no-compression", false, "never compress stdout and stderr nor accept compressed stdin, whatever an open asks for")
 	fs.BoolVar(&cfg.NoTTY, "no-tty", false, "refuse opens with a terminal (open.tty): SandboxCapabilityUnavailable, requirement tty")
 	logLevel := fs.String("log-level", "info", "log at `level` debug, info, warn or error")
-	iso := addIsolationFlags(fs)
-	limits := addLimitFlags(fs)
-	ops := addOpsFlags(fs)
+	f.iso = addIsolationFlags(fs)
+	f.limits = addLimitFlags(fs)
+	f.ops = addOpsFlags(fs)
 	drainTimeout := addDrainFlag(fs)
 	pos, _, status, ok := parse(c, fs, args, -1, io, 2)
 	if !ok {
-		return status
+		return nil, status, false
 	}
+	f.drainTimeout = *drainTimeout
 	if len(pos) > 0 {
 		status, _ := usageFailure(c, io, 2, "unexpected argument %q", pos[0])
-		return status
+		return nil, status, false
 	}
-	if (*certFile == "") != (*keyFile == "") {
+	if (f.certFile == "") != (f.keyFile == "") {
 		status, _ := usageFailure(c, io, 2, "--tls-cert and --tls-key go together")
-		return status
+		return nil, status, false
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+	if err := f.level.UnmarshalText([]byte(*logLevel)); err != nil {
 		status, _ := usageFailure(c, io, 2, "--log-level %q: want debug, info, warn or error", *logLevel)
-		return status
+		return nil, status, false
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(io.err, "procwire serve: %v\n", err)
-		return 1
+	return f, 0, true
+}
+
+// newServer configures isolation, the ops registry and the limits, and
+// builds the server.
+func (f *serveFlags) newServer(token string, log *slog.Logger) (*server.Server, *prometheus.Registry, error) {
+	cfg := f.cfg
+	if err := f.iso.configure(&cfg); err != nil {
+		return nil, nil, err
 	}
-	token, err := readToken(*tokenFile)
-	if err != nil {
-		return fail(err)
-	}
-	if err := checkAddr(*addr, token); err != nil {
-		return fail(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level}))
-	// Checked before listening: a server that says it listens must serve.
-	tlsConfig, stopReload, err := loadCert(ctx, *certFile, *keyFile, log)
-	if err != nil {
-		return fail(err)
-	}
-	defer stopReload()
-	if err := iso.configure(&cfg); err != nil {
-		return fail(err)
-	}
-	iso.warn(log)
+	f.iso.warn(log)
 	cfg.Token, cfg.Logger = token, log
-	reg := ops.configure(&cfg)
-	if err := limits.configure(&cfg, log, reg); err != nil {
-		return fail(err)
+	reg := f.ops.configure(&cfg)
+	if err := f.limits.configure(&cfg, log, reg); err != nil {
+		return nil, nil, err
 	}
 	srv, err := server.New(cfg)
+	return srv, reg, err
+}
+
+// serving is what serve runs: the server, its HTTP server on ln, and the
+// ops listener. errc receives hs.Serve's result.
+type serving struct {
+	srv  *server.Server
+	ln   net.Listener
+	url  string
+	hs   *http.Server
+	ops  *opsServer
+	errc chan error
+}
+
+// listen opens the listener and the ops listener and builds the HTTP
+// server; the caller starts serving.
+func (f *serveFlags) listen(srv *server.Server, reg *prometheus.Registry, token string, tlsConfig *tls.Config, log *slog.Logger) (*serving, error) {
+	lim := f.lf.limiter()
+	ln, url, err := f.lf.listen(f.addr, token, tlsConfig, lim, log)
 	if err != nil {
-		return fail(err)
-	}
-	defer setMemoryLimit(srv.Stats().MaxMemory, log)()
-	lim := lf.limiter()
-	ln, url, err := lf.listen(*addr, token, tlsConfig, lim, log)
-	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	if clearTextToken(token, tlsConfig != nil, ln.Addr()) {
 		log.Warn("the token travels in clear text: listening beyond loopback without --tls-cert", "addr", ln.Addr().String())
 	}
-	opsSrv, err := ops.start(reg, srv, lf, lim, log)
+	opsSrv, err := f.ops.start(reg, srv, f.lf, lim, log)
 	if err != nil {
 		ln.Close()
-		return fail(err)
+		return nil, err
 	}
-	hs := lf.httpServer(srv, lim, log)
-	sigs, stopSigs := stopSignals()
-	defer stopSigs()
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }() // ln speaks TLS itself
-	log.Info("listening", "url", url, "auth", token != "", "provider_revision", server.Revision,
-		"containment", srv.Stats().Containment, "run_as", iso.runAs, "run_as_range", iso.runAsRange)
+	return &serving{srv: srv, ln: ln, url: url, hs: f.lf.httpServer(srv, lim, log), ops: opsSrv, errc: make(chan error, 1)}, nil
+}
 
-	status = 0
+// wait serves until ctx ends, a signal arrives (then drains first, for up
+// to drainTimeout) or serving fails; it returns 1 for a failure, else 0.
+func (s *serving) wait(ctx context.Context, sigs <-chan os.Signal, drainTimeout time.Duration, log *slog.Logger) int {
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
 	case sig := <-sigs:
 		log.Info("shutting down", "signal", sig.String())
-		drain(ctx, srv, *drainTimeout, sigs, log)
-	case err := <-errc:
+		drain(ctx, s.srv, drainTimeout, sigs, log)
+	case err := <-s.errc:
 		log.Error("serve", "err", err)
-		status = 1
+		return 1
 	}
+	return 0
+}
+
+// shutdown stops the server, the HTTP server, then the ops listener, within
+// shutdownTimeout; it returns 1 when one of them (or serving, if status is 0
+// so far) failed, else status.
+func (s *serving) shutdown(ctx context.Context, status int, log *slog.Logger) int {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	if err := s.srv.Shutdown(sctx); err != nil {
 		log.Error("shutdown", "err", err)
 		status = 1
 	}
-	if err := hs.Shutdown(sctx); err != nil {
+	if err := s.hs.Shutdown(sctx); err != nil {
 		log.Error("shutdown", "err", err)
 		status = 1
 	}
-	if err := opsSrv.shutdown(sctx); err != nil { // last: /healthz said 503 meanwhile
+	if err := s.ops.shutdown(sctx); err != nil { // last: /healthz said 503 meanwhile
 		log.Error("shutdown", "err", err)
 		status = 1
 	}
 	if status == 0 {
-		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		if err := <-s.errc; !errors.Is(err, http.ErrServerClosed) {
 			log.Error("serve", "err", err)
 			status = 1
 		}
