@@ -1,12 +1,3 @@
-// Command procwire serves processes over procwire.v1 and uses them.
-//
-//	procwire serve [flags]                       run a server
-//	procwire exec [flags] URL [--] CMD [ARGS...]  run CMD remotely as if it were a local child
-//	procwire attach [flags] HANDLE               resume a process exec --detach left running
-//	procwire demo [flags]                        stream data through a remote cat over a cut connection
-//	procwire version                             print the version
-//
-// Run "procwire help" for the flags.
 package main
 
 import (
