@@ -31,6 +31,13 @@
 // stands; within one value the order is syntax, JSON type, then the value's
 // own rules. The golden vectors in testdata/golden pin every case.
 //
+// The wire's constants are defined here once: the bounds (MaxData, MaxLine,
+// MinWindow, ...), the WebSocket close codes of PROTOCOL.md §7 (Close*,
+// equal to coder/websocket's where the WebSocket defines them) and the
+// reasons of CloseResumedElsewhere. testdata/golden/constants.json carries
+// them as data for clients in other languages (the TypeScript client's
+// test reads it).
+//
 // Data frames (stdin, stdout, stderr) take a fast path in both directions:
 // no reflection and no allocation per frame once buffers have grown. The
 // decoder recognises the canonical prefix of a data frame and falls back to
