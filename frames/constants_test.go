@@ -131,3 +131,25 @@ func TestCloseCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaWindow pins the schema's window bounds to MinWindow and
+// MaxWindow.
+func TestSchemaWindow(t *testing.T) {
+	b, err := os.ReadFile("schema/procwire.v1.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Defs struct {
+			Window struct {
+				Minimum, Maximum int64
+			} `json:"window"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	if w := s.Defs.Window; w.Minimum != frames.MinWindow || w.Maximum != frames.MaxWindow {
+		t.Errorf("schema window %d..%d, frames %d..%d", w.Minimum, w.Maximum, frames.MinWindow, frames.MaxWindow)
+	}
+}
