@@ -98,6 +98,8 @@ var overrunReason = regexp.MustCompile(`^received ([0-9]+) bytes, allowed ([0-9]
 // grants while the child's pipe fills.
 const settleTime = 300 * time.Millisecond
 
+// caseStdinOverrun sends stdin past stdin_limit and expects close 1008
+// with its reason, then resumes and checks that none of it reached the child.
 func caseStdinOverrun(ctx context.Context, t *T) {
 	// A large window, so that the pipe's own buffer filling is not worth a
 	// grant and the limit holds still while the child reads nothing.
@@ -105,15 +107,42 @@ func caseStdinOverrun(ctx context.Context, t *T) {
 	if p.limit > maxStdinSent {
 		t.Skipf("stdin_limit %d is more than this case sends (%d)", p.limit, maxStdinSent)
 	}
+	off, over, limit := t.sendOverrun(ctx, p, o)
+	ce, accepted, covered := t.awaitOverrunClose(ctx, p, off+over)
+	if covered >= off+over {
+		t.Skipf("the server granted credit up to %d while the child read nothing, covering the overrun: no overrun to test", covered)
+	}
+	t.checkOverrunClose(p, ce, accepted, off, over, limit)
+
+	// The process is only detached: resume, release the child and let
+	// wc -c count what it received.
+	p, r := t.resume(ctx, o, p.stdoutEnd)
+	if r.StdinReceived != off {
+		t.Fatalf("after the overrun, resumed.stdin_received is %d, expected %d (the bytes before it)", r.StdinReceived, off)
+	}
+	if err := p.send(ctx, &frames.StdinClose{Off: off}); err != nil {
+		t.Fatalf("stdin_close: %v", err)
+	}
+	t.awaitEOFAndExit(ctx, p)
+	if got := t.wcCount(p); got != off {
+		t.Fatalf("wc -c counted %d bytes, the limit was %d: bytes past the limit reached the child", got, off)
+	}
+	t.destroyOn(ctx, p, o.ProcessID)
+}
+
+// sendOverrun fills the child's pipe up to the stdin limit, then sends over
+// bytes past it at off and the stdin_close that a server taking them would
+// act on. limit is the stdin_limit the overrun broke.
+func (t *T) sendOverrun(ctx context.Context, p *peer, o *frames.Opened) (off, over, limit int64) {
 	// Fill the child's pipe, so that received stays ahead of consumed,
 	// and take in the credit granted while it filled.
-	off := t.sendStdin(ctx, p, 0, min(p.limit, 256<<10), o.MaxData)
+	off = t.sendStdin(ctx, p, 0, min(p.limit, 256<<10), o.MaxData)
 	t.settle(ctx, p, settleTime)
-	limit := p.limit
+	limit = p.limit
 	off = t.sendStdin(ctx, p, off, limit-off, o.MaxData)
-	over := min(o.MaxData, 4096)
-	// The overrun, then the end of stdin that a server taking it would act
-	// on; the child is released below so that wc -c shows what reached it.
+	over = min(o.MaxData, 4096)
+	// The overrun, then the end of stdin; the child is released by
+	// awaitOverrunClose so that wc -c shows what reached it.
 	for _, f := range []frames.Frame{
 		&frames.Stdin{Off: off, Data: bytes.Repeat([]byte{'!'}, int(over))},
 		&frames.StdinClose{Off: off + over},
@@ -122,14 +151,18 @@ func caseStdinOverrun(ctx context.Context, t *T) {
 			break // the server may have closed already
 		}
 	}
-	accepted := ""
-	// The largest limit the server announced before it received the
-	// overrun: a grant still in flight when it was sent may cover it.
-	covered := p.maxLimit
-	var ce *closedError
+	return off, over, limit
+}
+
+// awaitOverrunClose releases the child (acknowledging its fill) and reads
+// until the connection closes or the process exits. It returns the close,
+// if any, the first frame that shows the overrun was taken ("" if none),
+// and the largest limit the server announced before it received the
+// overrun's end (a grant still in flight when it was sent may cover it).
+func (t *T) awaitOverrunClose(ctx context.Context, p *peer, end int64) (ce *closedError, accepted string, covered int64) {
+	covered = p.maxLimit
 	for ce == nil && p.exit == nil {
-		// Release the child: acknowledge its fill (a server that closed
-		// for the overrun never reads this).
+		// A server that closed for the overrun never reads this ack.
 		if p.stdoutEnd > p.acked && p.stdoutEnd <= holdFill {
 			if err := p.send(ctx, &frames.Ack{Stdout: p.stdoutEnd}); err != nil && accepted != "" {
 				t.Fatalf("ack: %v", err)
@@ -145,7 +178,7 @@ func caseStdinOverrun(ctx context.Context, t *T) {
 		}
 		switch f := f.(type) {
 		case *frames.Credit:
-			if f.StdinReceived < off+over {
+			if f.StdinReceived < end {
 				covered = max(covered, f.StdinLimit)
 			}
 			continue
@@ -160,9 +193,13 @@ func caseStdinOverrun(ctx context.Context, t *T) {
 			accepted = show(f)
 		}
 	}
-	if covered >= off+over {
-		t.Skipf("the server granted credit up to %d while the child read nothing, covering the overrun: no overrun to test", covered)
-	}
+	return ce, accepted, covered
+}
+
+// checkOverrunClose fails the case unless the overrun of over bytes at off,
+// past limit, was refused with close 1008 and the reason PROTOCOL.md §7
+// words.
+func (t *T) checkOverrunClose(p *peer, ce *closedError, accepted string, off, over, limit int64) {
 	if accepted != "" {
 		got := "nothing"
 		if p.exit != nil {
@@ -184,21 +221,6 @@ func caseStdinOverrun(ctx context.Context, t *T) {
 	if a, _ := strconv.ParseInt(m[2], 10, 64); a < limit || a >= off+over {
 		t.Fatalf("close 1008 %q: the limit announced was %d", ce.reason, limit)
 	}
-
-	// The process is only detached: resume, release the child and let
-	// wc -c count what it received.
-	p, r := t.resume(ctx, o, p.stdoutEnd)
-	if r.StdinReceived != off {
-		t.Fatalf("after the overrun, resumed.stdin_received is %d, expected %d (the bytes before it)", r.StdinReceived, off)
-	}
-	if err := p.send(ctx, &frames.StdinClose{Off: off}); err != nil {
-		t.Fatalf("stdin_close: %v", err)
-	}
-	t.awaitEOFAndExit(ctx, p)
-	if got := t.wcCount(p); got != off {
-		t.Fatalf("wc -c counted %d bytes, the limit was %d: bytes past the limit reached the child", got, off)
-	}
-	t.destroyOn(ctx, p, o.ProcessID)
 }
 
 func caseHalfClose(ctx context.Context, t *T) {

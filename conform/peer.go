@@ -66,26 +66,32 @@ type peer struct {
 	// Stream state of this connection, kept by next.
 	stdoutEnd   int64 // offset after the last stdout byte received here
 	stdoutStart int64 // the first offset expected on this connection
-	sawStdout   bool
-	anyStart    bool // the first stdout may start anywhere (the case checks it)
-	eof         *frames.StdoutEOF
-	exit        *frames.Exit
-	window      int64 // stdout window announced; 0 until opened
-	acked       int64 // last ack sent
-	limit       int64 // latest stdin limit announced
-	maxLimit    int64 // the largest stdin limit ever announced here
-	stdout      []byte
-	stderr      []byte
-	hello       frames.Frame // opened or resumed
-	outEnc      string       // the output_enc opened chose ("" after a resume: unknown)
-	askedPings  bool         // the open or resume sent here asked for pings
-	// opener: an open was sent here, with exitReasons and askedLimits
-	// (the exit reasons it listed, whether it carried limits); after a
-	// resume or a destroy the open is not known here.
-	opener      bool
+	// anyStart: the first stdout may start anywhere (the case checks it);
+	// cleared by that first stdout.
+	anyStart   bool
+	eof        *frames.StdoutEOF
+	exit       *frames.Exit
+	window     int64 // stdout window announced; 0 until opened
+	acked      int64 // last ack sent
+	limit      int64 // latest stdin limit announced
+	maxLimit   int64 // the largest stdin limit ever announced here
+	stdout     []byte
+	stderr     []byte
+	hello      frames.Frame // opened or resumed
+	outEnc     string       // the output_enc opened chose ("" after a resume: unknown)
+	asked      asked        // what the open or resume sent here asked for, kept by send
+	compressed int          // stdout and stderr frames that arrived compressed
+}
+
+// asked is what the first frame sent on a connection asked for, which
+// bounds what the server may answer on it.
+type asked struct {
+	pings bool // the open or resume asked for pings
+	// open: an open was sent, listing exitReasons and carrying limits or
+	// not; after a resume or a destroy the open is not known here.
+	open        bool
 	exitReasons string
-	askedLimits bool
-	compressed  int // stdout and stderr frames that arrived compressed
+	limits      bool
 }
 
 // dialOptions says how a peer connects.
@@ -195,10 +201,9 @@ func (p *peer) send(ctx context.Context, f frames.Frame) error {
 	case *frames.Ack:
 		p.acked = f.Stdout
 	case *frames.Open:
-		p.askedPings = f.Pings
-		p.opener, p.exitReasons, p.askedLimits = true, f.ExitReasons, f.Limits != nil
+		p.asked = asked{pings: f.Pings, open: true, exitReasons: f.ExitReasons, limits: f.Limits != nil}
 	case *frames.Resume:
-		p.askedPings = f.Pings
+		p.asked.pings = f.Pings
 	}
 	return p.sendRaw(ctx, frames.Append(nil, f))
 }
@@ -299,10 +304,10 @@ func (p *peer) observe(f frames.Frame) error {
 		if p.hello != nil {
 			return &deviation{"a second opened on one connection: " + show(f)}
 		}
-		if f.Pings && !p.askedPings {
+		if f.Pings && !p.asked.pings {
 			return &deviation{"opened says pings: true, but the open did not ask for pings: " + show(f)}
 		}
-		if f.Evidence.Limits != nil && p.opener && !p.askedLimits {
+		if f.Evidence.Limits != nil && p.asked.open && !p.asked.limits {
 			return &deviation{"opened's evidence carries limits, but the open carried none (PROTOCOL.md §6): " + show(f)}
 		}
 		p.hello = f
@@ -312,17 +317,17 @@ func (p *peer) observe(f frames.Frame) error {
 		if p.hello != nil {
 			return &deviation{"a second resumed on one connection: " + show(f)}
 		}
-		if f.Pings && !p.askedPings {
+		if f.Pings && !p.asked.pings {
 			return &deviation{"resumed says pings: true, but the resume did not ask for pings: " + show(f)}
 		}
 		p.hello = f
 		p.limit, p.maxLimit = f.StdinLimit, f.StdinLimit
 	case *frames.Pong:
-		if !p.askedPings {
+		if !p.asked.pings {
 			return &deviation{"a pong on a connection that did not negotiate pings: " + show(f)}
 		}
 	case *frames.Stdout:
-		if p.anyStart && !p.sawStdout {
+		if p.anyStart {
 			p.stdoutStart, p.stdoutEnd, p.acked = f.Off, f.Off, f.Off
 		}
 		switch {
@@ -341,7 +346,7 @@ func (p *peer) observe(f frames.Frame) error {
 		if d := p.checkEnc(f.Enc, f); d != nil {
 			return d
 		}
-		p.sawStdout = true
+		p.anyStart = false
 		p.stdoutEnd += int64(len(f.Data))
 		p.stdout = append(p.stdout, f.Data...)
 	case *frames.StdoutEOF:
@@ -361,8 +366,8 @@ func (p *peer) observe(f frames.Frame) error {
 		if p.exit != nil {
 			return &deviation{fmt.Sprintf("a second exit on one connection: %s after %s", show(f), show(p.exit))}
 		}
-		if f.Reason != "" && p.opener && !frames.EncListHas(p.exitReasons, f.Reason) {
-			return &deviation{fmt.Sprintf("exit.reason %q, but the open listed exit_reasons %q: %s", f.Reason, p.exitReasons, show(f))}
+		if f.Reason != "" && p.asked.open && !frames.EncListHas(p.asked.exitReasons, f.Reason) {
+			return &deviation{fmt.Sprintf("exit.reason %q, but the open listed exit_reasons %q: %s", f.Reason, p.asked.exitReasons, show(f))}
 		}
 		p.exit = f
 	case *frames.Credit:
