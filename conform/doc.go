@@ -22,4 +22,22 @@
 // skipped when those are longer than SlowThreshold, unless Config.Slow.
 // A run leaves nothing behind: every process a case opened is destroyed
 // when the case ends.
+//
+// # Goroutines and locks
+//
+//   - The case goroutine. Run runs the cases one at a time, each in a
+//     goroutine of its own (runner.runCase), so that T.Fatalf and T.Skipf
+//     end it with runtime.Goexit as testing.T does; Run waits for it, and
+//     for its cleanup, before the next. It owns T and every peer's stream
+//     state (next, observe, send). The probe (probeTarget, once per run)
+//     runs the same way.
+//   - One reader per peer (peer.read), except a manual peer's. It owns the
+//     WebSocket's reads and hands each message to the case through peer.in,
+//     so that the server's pings are answered while the case writes. It
+//     ends with the connection, or when cut closes peer.done; cut waits
+//     for it.
+//
+// runner.mu guards only the list of the running case's peers (track,
+// cleanup) and is never held while taking another lock or doing I/O: there
+// is no lock order.
 package conform
