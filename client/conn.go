@@ -24,16 +24,6 @@ type wsConn struct {
 	wbuf    []byte // used by whoever holds Process.wmu
 	werr    error  // a write failed; guarded by Process.wmu
 	tryable bool   // co.CanTry(), fixed once dialled
-
-	// Who reads: the connection's read loop, or a blocked stdout or stderr
-	// Read that reads the socket itself (see Process.readSelfLocked).
-	// Guarded by Process.mu.
-	lent     bool          // the loop steps aside: the lender reads
-	busy     bool          // a goroutine is inside read
-	dead     bool          // the loop has ended: nobody starts a read
-	rerr     error         // the lender's read failed: the loop returns it
-	uses     uint64        // reads by the lender, for the loop's idle check
-	loopWake chan struct{} // wakes the loop while it steps aside
 }
 
 // dial opens a connection to the server. ctx bounds the handshake only.

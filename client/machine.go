@@ -113,11 +113,6 @@ type machine struct {
 	outEOF   int64            // stdout length; -1 until stdout_eof
 	ackTo    int64            // the last stdout ack decided
 	outEnded bool             // stdout returned io.EOF
-	// direct is the buffer of a Read decoding the frame it reads itself
-	// straight into it (frames.Decoder.Into); directN counts the stdout
-	// bytes a frame left there, not yet handed over (takeDirect).
-	direct  []byte
-	directN int
 
 	errBuf     byteQueue // stderr received and not yet read (offsets unused)
 	errRecv    int64     // stderr offset after the last byte received
@@ -442,13 +437,6 @@ func (m *machine) apply(f frames.Frame) (events, error) {
 		if err := m.outRecv.Receive(int64(len(f.Data))); err != nil {
 			return 0, protocolErrorf("stdout.data", "%w", err)
 		}
-		if len(f.Data) > 0 && len(m.direct) > 0 && &f.Data[0] == &m.direct[0] && m.outBuf.empty() {
-			// Decoded straight into the reader's buffer: handed over as it
-			// is (takeDirect), never held.
-			m.outBuf.reset(m.outBuf.start + int64(len(f.Data)))
-			m.directN = len(f.Data)
-			return evWake, nil
-		}
 		m.outBuf.push(f.Data)
 		return evWake, nil
 	case *frames.StdoutEOF:
@@ -703,17 +691,6 @@ func (m *machine) consumed(n int) events {
 		return evSend
 	}
 	return 0
-}
-
-// takeDirect hands over the stdout bytes the last frame decoded straight
-// into the reader's buffer (direct), if any.
-func (m *machine) takeDirect() (int, events) {
-	n := m.directN
-	if n == 0 {
-		return 0, 0
-	}
-	m.directN = 0
-	return n, m.consumed(n)
 }
 
 // write takes as much of b as the server's stdin credit allows; n 0 with a

@@ -66,15 +66,9 @@ type Process struct {
 	mu sync.Mutex
 	// Everything below is guarded by mu.
 
-	m           *machine
-	changed     chan struct{} // closed on every change a blocked call may wait for; nil when nobody waits
-	rconn       *wsConn       // the connection whose read loop runs, or nil
-	lender      *Stream       // the Read reading rconn itself, or nil (see readSelfLocked)
-	waiters     int           // calls waiting for news other than a lender
-	lentReads   uint64        // frames lenders read, for tests
-	directBytes int64         // stdout bytes decoded straight into a Read's buffer, for tests
-	lendIdle    time.Duration // lendIdle, or what a test set
-	tried       chan struct{} // closed when a destroy attempt fails (evTried), then replaced
+	m       *machine
+	changed chan struct{} // closed on every change a blocked call may wait for; nil when nobody waits
+	tried   chan struct{} // closed when a destroy attempt fails (evTried), then replaced
 
 	testHookBlocked func() // called when a call is about to block
 	testHookFrame   func() // called after each frame of a session was handled
@@ -142,7 +136,6 @@ func newProcess(url, instanceID string, o Options) *Process {
 		destroyToken: make(chan struct{}, 1),
 		redial:       make(chan struct{}, 1),
 		wake:         make(chan struct{}, 1),
-		lendIdle:     lendIdle,
 	}
 	p.life, p.stopLife = context.WithCancel(context.Background())
 	p.stdin.p, p.stdout.p, p.stderr.p = p, p, p
@@ -391,7 +384,6 @@ func (p *Process) Destroy(ctx context.Context) error {
 	case p.redial <- struct{}{}:
 	default:
 	}
-	p.needReaderLocked() // for the answer
 	p.blockingLocked()
 	p.mu.Unlock()
 
@@ -520,18 +512,8 @@ func isClosed(ch chan struct{}) bool {
 }
 
 // waitLocked waits, with mu released, until the state changes or ctx
-// ends, with somebody reading the connection meanwhile.
+// ends.
 func (p *Process) waitLocked(ctx context.Context) error {
-	p.waiters++
-	p.needReaderLocked()
-	err := p.waitChangeLocked(ctx)
-	p.waiters--
-	return err
-}
-
-// waitChangeLocked waits, with mu released, until the state changes or
-// ctx ends.
-func (p *Process) waitChangeLocked(ctx context.Context) error {
 	if p.changed == nil {
 		p.changed = make(chan struct{})
 	}

@@ -83,7 +83,7 @@ func (p *Process) serve(ws *wsConn) error {
 	}()
 	n := 2
 	errc := make(chan error, 3)
-	go func() { errc <- p.readLoop(ctx, ws) }()
+	go func() { errc <- p.readLoop(ws) }()
 	go func() { errc <- p.writeLoop(ctx, ws) }()
 	if p.m.heartbeat > 0 {
 		n++
@@ -110,98 +110,23 @@ func (p *Process) serve(ws *wsConn) error {
 
 // readLoop hands the frames of ws to the machine. serve ends it by closing
 // the connection, so reads take no context (one with a Done channel would
-// cost an allocation per frame). While a blocked Read reads the socket
-// itself (ws.lent, see readSelfLocked) the loop steps aside; it takes the
-// socket back when the lender failed, when a call waits for something the
-// lender would not read for, or when the socket has sat unread for
-// lendIdle (pings, exits and output nobody waits for yet). It returns once
-// no lender is inside a read of ws, so no frame of ws is handled after
-// serve returned.
-func (p *Process) readLoop(ctx context.Context, ws *wsConn) (err error) {
+// cost an allocation per frame).
+func (p *Process) readLoop(ws *wsConn) error {
 	// A compressed payload is refused (bad_payload) when its block declares
 	// more than the announced max_data, before anything is allocated.
 	p.mu.Lock()
 	ws.dec.MaxData = p.m.maxData
-	ws.loopWake = make(chan struct{}, 1)
-	p.rconn = ws
 	p.mu.Unlock()
-	var idle *time.Timer
-	defer func() {
-		if idle != nil {
-			idle.Stop()
-		}
-		p.mu.Lock()
-		ws.dead = true
-		if p.rconn == ws {
-			p.rconn = nil
-		}
-		for ws.busy { // serve closes ws, which ends the lender's read
-			p.mu.Unlock()
-			<-ws.loopWake
-			p.mu.Lock()
-		}
-		p.broadcastLocked() // a lender waiting for ws waits for the next one
-		p.mu.Unlock()
-	}()
-	var period time.Duration // of the idle check; it doubles while the lender reads
 	for {
-		p.mu.Lock()
-		// Server pings must be answered within the heartbeat: the check
-		// never waits longer than a quarter of it.
-		base, most := min(p.lendIdle, p.m.heartbeat/4), p.m.heartbeat/4
-		for (ws.lent || ws.busy) && ws.rerr == nil {
-			period = max(period, base)
-			if idle == nil {
-				idle = time.NewTimer(period)
-			} else {
-				idle.Reset(period)
-			}
-			uses := ws.uses
-			p.mu.Unlock()
-			select {
-			case <-ws.loopWake:
-			case <-idle.C:
-				p.mu.Lock()
-				if ws.lent && p.lender == nil && ws.uses == uses {
-					ws.lent = false // unread for a period: take the socket back
-				} else {
-					// Still read: look again less often (a check wakes this
-					// goroutine, which a busy lender would pay for).
-					period = min(2*period, 16*base, most)
-				}
-				p.mu.Unlock()
-			case <-ctx.Done():
-				return nil
-			}
-			p.mu.Lock()
-		}
-		period = base
-		if err := ws.rerr; err != nil {
-			p.mu.Unlock()
-			return err
-		}
-		ws.busy = true
-		p.mu.Unlock()
 		f, err := ws.read(context.Background())
 		p.mu.Lock()
-		ws.busy = false
 		err = p.receiveLocked(f, err)
-		if ws.lent {
-			p.broadcastLocked() // the lender waits for the socket
-		}
 		p.mu.Unlock()
 		if err != nil {
 			return err
 		}
 	}
 }
-
-// lendIdle is how long the read loop leaves the socket unread to a lender
-// that is not reading it (Process.lendIdle, which tests change), at
-// first: while the lender goes on reading, the loop looks less and less
-// often, up to 16 times lendIdle (and never less often than four times a
-// heartbeat).
-const lendIdle = 20 * time.Millisecond
 
 // receiveLocked hands a frame read from the attached connection to the
 // machine, or records the failure to read one. It returns the error that
@@ -219,93 +144,6 @@ func (p *Process) receiveLocked(f frames.Frame, err error) error {
 		p.applyLocked(p.m.end(err))
 	}
 	return err
-}
-
-// readSelfLocked reads and handles one frame of the attached connection
-// from the goroutine of s's blocked Read, sparing the hand-off from the
-// read loop's goroutine to the caller's (a wake-up, and on two CPUs often
-// one across them, per message). It does so when the call can wait without
-// end (a read with a deadline cannot: ending a read early closes a
-// WebSocket connection) and nobody else waits for news; it returns false
-// when the caller must wait for a change instead. Once s lends, the loop
-// steps aside after the read it is in; the lending lasts after the call
-// returned, until another call waits (needReaderLocked) or the socket sat
-// unread for lendIdle, so that a caller reading again soon reads the
-// socket again at once. p.mu is held; it is released for the read.
-func (p *Process) readSelfLocked(ctx context.Context, s *Stream, b []byte) bool {
-	ws := p.rconn
-	if ws == nil || ws.dead || ws.rerr != nil || ctx.Done() != nil {
-		return false
-	}
-	if p.lender != s {
-		if p.lender != nil || p.waiters > 0 {
-			return false
-		}
-		p.lender = s
-	}
-	ws.lent = true
-	if ws.busy {
-		return false // the loop reads: it steps aside after this frame
-	}
-	ws.busy = true
-	if !s.stderr && p.m.outBuf.empty() {
-		// Stdout that fits is decoded straight into b (Read may use all of
-		// b as scratch), and handed over from there: no copy in, no copy
-		// out of the stream's queue.
-		ws.dec.Into, p.m.direct = b, b
-	}
-	p.blockingLocked()
-	p.mu.Unlock()
-	f, err := ws.read(context.Background())
-	p.mu.Lock()
-	ws.busy = false
-	ws.uses++
-	p.lentReads++
-	if !ws.dead {
-		if err = p.receiveLocked(f, err); err != nil {
-			ws.rerr = err // the loop returns it, ending the connection
-		}
-	}
-	ws.dec.Into, p.m.direct = nil, nil
-	if ws.dead || err != nil || !ws.lent {
-		wakeLoop(ws)
-	}
-	return true
-}
-
-// leaveReadLocked ends s's lending when s's Read returns. If other calls
-// wait, the loop takes the socket back: they may wait for frames the
-// lender, gone, would not read.
-func (p *Process) leaveReadLocked(s *Stream) {
-	if p.lender != s {
-		return
-	}
-	p.lender = nil
-	if p.waiters > 0 {
-		p.unlendLocked()
-	}
-}
-
-// needReaderLocked makes sure that somebody reads the attached connection
-// for a call about to wait: the loop, unless a lender is reading.
-func (p *Process) needReaderLocked() {
-	if p.lender == nil {
-		p.unlendLocked()
-	}
-}
-
-func (p *Process) unlendLocked() {
-	if ws := p.rconn; ws != nil && ws.lent {
-		ws.lent = false
-		wakeLoop(ws)
-	}
-}
-
-func wakeLoop(ws *wsConn) {
-	select {
-	case ws.loopWake <- struct{}{}:
-	default:
-	}
 }
 
 // writeLoop sends what the machine has to send, whenever woken, and what
@@ -402,8 +240,6 @@ func (p *Process) wakeWriter() {
 }
 
 // pingLoop checks that the server answers pings within the heartbeat.
-// The pong is read by whoever reads the connection, so the loop takes the
-// socket back from a lender that is not reading first.
 func (p *Process) pingLoop(ctx context.Context, w *wsConn, every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -413,9 +249,6 @@ func (p *Process) pingLoop(ctx context.Context, w *wsConn, every time.Duration) 
 			return nil
 		case <-t.C:
 		}
-		p.mu.Lock()
-		p.needReaderLocked()
-		p.mu.Unlock()
 		pctx, cancel := context.WithTimeout(ctx, every)
 		err := w.ws.Ping(pctx)
 		cancel()
