@@ -105,7 +105,6 @@ func TestReadWithADeadline(t *testing.T) {
 // The pattern of procwire exec: stdout and stderr read by two goroutines
 // and Wait by a third, all without deadlines, on a process writing both
 // streams in turn; every byte arrives in order and the exit settles.
-//
 func TestConcurrentReadersAndWait(t *testing.T) {
 	e := newEnv(t, server.Config{})
 	c := ctx(t)
