@@ -55,8 +55,8 @@ const (
 	evTried                    // a destroy attempt failed and may be retried
 )
 
-// link is what was sent on the attached connection.
-type link struct {
+// sentOn is what was sent on the attached connection.
+type sentOn struct {
 	stdinSent   int64 // offset after the last stdin byte sent on it
 	ackSent     int64 // last ack sent
 	sigSent     int64 // highest signal id sent
@@ -102,7 +102,7 @@ type machine struct {
 	budget      int    // consecutive failed resumes allowed
 
 	attached bool      // a connection carries the session
-	out      link      // what was sent on it
+	out      sentOn    // what was sent on it
 	lostAt   time.Time // when the last connection was lost, while detached
 	failed   int       // consecutive resumes that failed
 	lastFail error     // the last of them
@@ -405,7 +405,7 @@ func (m *machine) resumed(r *frames.Resumed) (events, error) {
 	m.inCredit.UpdateLimit(r.StdinLimit) // a limit that moves backwards is ignored
 	m.attached, m.lostAt = true, time.Time{}
 	m.failed, m.lastFail = 0, nil
-	m.out = link{stdinSent: r.StdinReceived}
+	m.out = sentOn{stdinSent: r.StdinReceived}
 	return evWake | evSend, nil
 }
 
