@@ -243,3 +243,12 @@ func (t *Turn) Write(ctx context.Context, ws *websocket.Conn, msg []byte) (writt
 // FlushPending writes what a caller left pending, waiting as long as the
 // connection does: for the writer, in its turn or once the turn is closed.
 func (t *Turn) FlushPending() error { return t.co.FlushPending() }
+
+// Reset, in the writer's turn (Lock), makes t serve a new connection
+// whose writes go through co (nil: none now): Starting again, with no
+// failure kept. It is for an end that outlives its connections (the
+// client's process, which resumes on a new one); the wake channel stays.
+func (t *Turn) Reset(co *coalesce.Coalescer) {
+	t.co, t.tryable, t.err = co, co.CanTry(), nil
+	t.state = Starting
+}

@@ -196,3 +196,21 @@ func TestTurnKickAllocatesNothing(t *testing.T) {
 	require.Zero(t, allocs)
 	require.Positive(t, n)
 }
+
+func TestTurnResetForANewConnection(t *testing.T) {
+	_, co, _ := pair(t)
+	var tr Turn
+	tr.Init(nil, true)
+	tr.Lock()
+	tr.Reset(co)
+	tr.Opened()
+	tr.Unlock()
+	tr.Kick(func() (bool, error) { return false, errors.New("lost") })
+	require.Equal(t, Failed, tr.State())
+	tr.Lock()
+	tr.Reset(nil)
+	require.Equal(t, Starting, tr.State())
+	tr.Unlock()
+	require.NoError(t, tr.Begin())
+	tr.End()
+}
