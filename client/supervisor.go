@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/link"
 )
 
 // errStop ends a connection whose handle has ended.
@@ -73,18 +74,12 @@ func (p *Process) closedForGood(err error) events {
 // then closes it.
 func (p *Process) serve(ws *wsConn) error {
 	ctx, cancel := context.WithCancel(p.life)
-	p.wmu.Lock()
-	p.cur = ws
-	p.wmu.Unlock()
-	defer func() {
-		p.wmu.Lock()
-		p.cur = nil
-		p.wmu.Unlock()
-	}()
+	p.attach(ws)
+	defer p.attach(nil)
 	n := 2
 	errc := make(chan error, 3)
 	go func() { errc <- p.readLoop(ws) }()
-	go func() { errc <- p.writeLoop(ctx, ws) }()
+	go func() { errc <- p.writeLoop(ctx) }()
 	if p.m.heartbeat > 0 {
 		n++
 		go func() { errc <- p.pingLoop(ctx, ws, p.m.heartbeat) }()
@@ -115,7 +110,7 @@ func (p *Process) readLoop(ws *wsConn) error {
 	// A compressed payload is refused (bad_payload) when its block declares
 	// more than the announced max_data, before anything is allocated.
 	p.mu.Lock()
-	ws.dec.MaxData = p.m.maxData
+	ws.rd.Dec.MaxData = p.m.maxData
 	p.mu.Unlock()
 	for {
 		f, err := ws.read(context.Background())
@@ -146,119 +141,89 @@ func (p *Process) receiveLocked(f frames.Frame, err error) error {
 	return err
 }
 
+// attach makes ws, or nil, the connection the machine's frames go out on.
+// Its open or resume went out before: callers may write at once.
+func (p *Process) attach(ws *wsConn) {
+	p.turn.Lock()
+	p.cur = ws
+	if ws == nil {
+		p.turn.Reset(nil) // callers leave their frames to the next writer
+	} else {
+		p.turn.Reset(ws.co)
+		p.turn.Opened()
+	}
+	p.turn.Unlock()
+}
+
 // writeLoop sends what the machine has to send, whenever woken, and what
-// a caller's flush left pending.
-func (p *Process) writeLoop(ctx context.Context, ws *wsConn) error {
+// a caller's write left pending, holding the turn for each round. Closing
+// the connection ends a blocked write (see readLoop).
+func (p *Process) writeLoop(ctx context.Context) error {
 	for {
-		p.wmu.Lock()
-		p.dirty.Store(false)
-		err := ws.werr
-		if err == nil {
-			// Closing the connection ends a blocked write (see readLoop).
-			if err = ws.co.FlushPending(); err == nil {
-				_, err = p.drainLocked(context.Background(), ws, true)
-			}
+		err := p.turn.Begin()
+		for more := err == nil; more; {
+			more, err = p.sendNext(context.Background())
 		}
-		p.wmu.Unlock()
+		again := p.turn.End()
 		if err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
-		if p.dirty.Load() {
+		if again {
 			continue
 		}
 		select {
-		case <-p.wake:
+		case <-p.turn.Woken():
 		case <-ctx.Done():
 			return nil
 		}
 	}
 }
 
-// drainLocked writes the machine's frames to ws until it has none. With
-// wait false it never blocks on the network: it stops at the first message
-// the socket did not take whole (done false), which is then pending for
-// the writer goroutine. It can still wait for a ping or pong another
-// goroutine is writing, which ctx bounds (by closing the connection, which
-// the supervisor resumes). p.wmu must be held.
-func (p *Process) drainLocked(ctx context.Context, ws *wsConn, wait bool) (done bool, err error) {
-	for {
-		p.mu.Lock()
-		var ev events
-		ws.wbuf, ev = p.m.next(ws.wbuf[:0], &p.out)
-		p.applyLocked(ev &^ evSend) // this loop sends until next has nothing
-		p.mu.Unlock()
-		if len(ws.wbuf) == 0 {
-			return true, nil
-		}
-		if wait {
-			err = ws.writeMessage()
-		} else {
-			done, err = ws.writeMessageNoWait(ctx)
-			if err == nil && !done {
-				return false, nil
-			}
-		}
-		if err != nil {
-			return false, err
-		}
+// sendNext writes the machine's next frames to the attached connection as
+// one message and reports whether there were any. The holder of the turn
+// calls it: the writer, waiting as long as the connection does, or a
+// caller, never waiting on the network (what the socket does not take stays
+// pending for the writer, and the turn stalls). It can still wait for a
+// ping or pong another goroutine is writing, which ctx bounds (by closing
+// the connection, which the supervisor resumes).
+func (p *Process) sendNext(ctx context.Context) (bool, error) {
+	ws := p.cur
+	if ws == nil {
+		return false, nil
 	}
+	p.mu.Lock()
+	var ev events
+	ws.wbuf, ev = p.m.next(ws.wbuf[:0], &p.out)
+	p.applyLocked(ev &^ evSend) // the holder sends until next has nothing
+	p.mu.Unlock()
+	if len(ws.wbuf) == 0 {
+		return false, nil
+	}
+	_, err := p.turn.Write(ctx, ws.ws, ws.wbuf)
+	return true, err
 }
+
+// sendKicked is sendNext in a caller's turn (Process.kick).
+func (p *Process) sendKicked() (bool, error) { return p.sendNext(p.kickCtx) }
 
 // flush sends the machine's frames from the calling goroutine when no one
 // else is writing and the socket takes them without waiting, sparing the
 // hand-off to the writer goroutine (a round trip's worth of latency for a
-// small stdin write); otherwise it leaves them to the writer. p.mu must
-// not be held.
+// small stdin write); otherwise it leaves them to the writer
+// (link.Turn.Kick), or to the next connection's, which sends first. p.mu
+// must not be held.
 func (p *Process) flush(ctx context.Context) {
-	p.dirty.Store(true)
-	for p.dirty.Load() && p.wmu.TryLock() {
-		p.dirty.Store(false)
-		ws := p.cur
-		if ws == nil || ws.werr != nil || !ws.tryable {
-			p.wmu.Unlock()
-			p.wakeWriter() // or the next connection's writer, which drains first
-			return
-		}
-		done, err := p.drainLocked(ctx, ws, false)
-		if err != nil {
-			ws.werr = err // the writer returns it, ending the connection
-		}
-		p.wmu.Unlock()
-		if !done {
-			p.wakeWriter()
-			return
-		}
-	}
-}
-
-// wakeWriter wakes the attached connection's writer goroutine.
-func (p *Process) wakeWriter() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
+	p.kickCtx = ctx
+	p.turn.Kick(p.kick)
+	p.kickCtx = nil
 }
 
 // pingLoop checks that the server answers pings within the heartbeat.
 func (p *Process) pingLoop(ctx context.Context, w *wsConn, every time.Duration) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		pctx, cancel := context.WithTimeout(ctx, every)
-		err := w.ws.Ping(pctx)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("heartbeat: %w", err)
-		}
+	if err := link.Heartbeat(ctx, every, w.ws.Ping); err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
 	}
+	return nil
 }
 
 // reconnect resumes the process on a new connection, retrying with backoff
