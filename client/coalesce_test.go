@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/link"
 	"github.com/stretchr/testify/require"
 )
 
@@ -62,9 +63,13 @@ func TestMessageInOneWrite(t *testing.T) {
 	for i := range msg {
 		msg[i] = byte('a' + i%26)
 	}
-	ws.wbuf = msg
 	before := writes.Load()
-	require.NoError(t, ws.writeMessage())
+	var turn link.Turn // as the writer writes
+	turn.Init(ws.co, true)
+	turn.Lock()
+	_, err = turn.Write(context.Background(), ws.ws, msg)
+	turn.Unlock()
+	require.NoError(t, err)
 	require.Equal(t, int64(1), writes.Load()-before)
 	require.Equal(t, msg, <-got)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptrace"
 	"sync/atomic"
@@ -12,28 +11,16 @@ import (
 	"github.com/coder/websocket"
 	"github.com/procwire/procwire/frames"
 	"github.com/procwire/procwire/internal/coalesce"
+	"github.com/procwire/procwire/internal/link"
 )
 
 // wsConn is one WebSocket connection with its framing buffers.
 type wsConn struct {
-	ws      *websocket.Conn
-	co      *coalesce.Coalescer // batches a message's writes; nil: not ours to batch
-	cancel  context.CancelFunc  // ends the context the connection was dialled with
-	dec     frames.Decoder
-	rbuf    []byte // used by the one reader
-	wbuf    []byte // used by whoever holds Process.wmu
-	werr    error  // a write failed; guarded by Process.wmu
-	tryable bool   // co.CanTry(), fixed once dialled
-
-	// Who reads: the connection's read loop, or a blocked stdout or stderr
-	// Read that reads the socket itself (see Process.readSelfLocked).
-	// Guarded by Process.mu.
-	lent     bool          // the loop steps aside: the lender reads
-	busy     bool          // a goroutine is inside read
-	dead     bool          // the loop has ended: nobody starts a read
-	rerr     error         // the lender's read failed: the loop returns it
-	uses     uint64        // reads by the lender, for the loop's idle check
-	loopWake chan struct{} // wakes the loop while it steps aside
+	ws     *websocket.Conn
+	co     *coalesce.Coalescer // batches a message's writes; nil: not ours to batch
+	cancel context.CancelFunc  // ends the context the connection was dialled with
+	rd     link.Reader         // used by the one reader
+	wbuf   []byte              // used by the holder of Process.turn
 }
 
 // dial opens a connection to the server. ctx bounds the handshake only.
@@ -85,7 +72,10 @@ func (p *Process) dial(ctx context.Context, processID string) (*wsConn, error) {
 		return nil, fmt.Errorf("dial %s: server chose subprotocol %q, want %q", p.url, got, frames.Subprotocol)
 	}
 	ws.SetReadLimit(frames.MaxLine)
-	return &wsConn{ws: ws, co: co, tryable: co.CanTry(), cancel: cancel, dec: frames.Decoder{MaxLine: frames.MaxLine}}, nil
+	w := &wsConn{ws: ws, co: co, cancel: cancel}
+	w.rd.Init(ws, nil)
+	w.rd.Dec.MaxLine = frames.MaxLine
+	return w, nil
 }
 
 // errHandshakeLost marks a dial whose upgrade request was written and whose
@@ -121,80 +111,44 @@ func (w *wsConn) write(ctx context.Context, f frames.Frame) error {
 	return nil
 }
 
-// writeMessage sends wbuf as one text message, in one write to the
-// connection where the coalescer can make it so. It has no deadline: the
-// held bytes are written after ws.Write returned, where a context could no
-// longer end them; closing the connection does.
-func (w *wsConn) writeMessage() error {
-	w.co.Hold()
-	err := w.ws.Write(context.Background(), websocket.MessageText, w.wbuf)
-	if rerr := w.co.Release(); err == nil {
-		err = rerr
-	}
-	return err
-}
-
-// writeMessageNoWait sends wbuf as one text message without waiting on the
-// network: written false means part of it is pending in the coalescer
-// (see coalesce.Coalescer.ReleaseNoWait). The coalescer must CanTry.
-func (w *wsConn) writeMessageNoWait(ctx context.Context) (written bool, err error) {
-	w.co.Hold()
-	err = w.ws.Write(ctx, websocket.MessageText, w.wbuf)
-	written, rerr := w.co.ReleaseNoWait()
-	if err == nil {
-		err = rerr
-	}
-	return written, err
-}
-
 // read returns the next frame. Its data is valid until the next read. A
 // frame that does not decode is a *ProtocolError.
 func (w *wsConn) read(ctx context.Context) (frames.Frame, error) {
-	typ, r, err := w.ws.Reader(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read: %w", err)
-	}
-	if typ != websocket.MessageText {
-		return nil, protocolErrorf("", "binary message")
-	}
-	b := w.rbuf[:0]
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			w.rbuf = b
-			if errors.Is(err, websocket.ErrMessageTooBig) {
-				// The library has closed the connection with 1009; the
-				// line was the server's to keep short (PROTOCOL.md §2).
-				return nil, protocolErrorf("", "%s: a message over %d bytes", frames.KindLineTooLong, frames.MaxLine)
-			}
-			return nil, fmt.Errorf("read: %w", err)
-		}
-	}
-	w.rbuf = b
-	f, err := w.dec.Decode(b)
-	if err != nil {
-		pe := &ProtocolError{Operation: "open_process", Detail: err.Error()}
-		var de *frames.DecodeError
-		if errors.As(err, &de) {
-			pe.Field = de.Frame
-			if de.Frame != "" && de.Field != "" {
-				pe.Field += "."
-			}
-			pe.Field += de.Field
-		}
-		return nil, pe
+	f, cl, ok := w.rd.Read(ctx)
+	if !ok {
+		return nil, readError(cl)
 	}
 	if f.Type().FromClient() {
 		return nil, protocolErrorf(f.Type().String(), "a client frame from the server")
 	}
 	return f, nil
+}
+
+// readError is the client's error for a read that failed with cl (see
+// link.Reader.Read): a *ProtocolError for what the server sent, or the
+// failed read, wrapped.
+func readError(cl link.Close) error {
+	switch {
+	case errors.Is(cl.Err, websocket.ErrMessageTooBig):
+		// The library has closed the connection with 1009; the line was
+		// the server's to keep short (PROTOCOL.md §2).
+		return protocolErrorf("", "%s: a message over %d bytes", frames.KindLineTooLong, frames.MaxLine)
+	case errors.Is(cl.Err, link.ErrBinary):
+		return protocolErrorf("", "binary message")
+	case cl.Abrupt:
+		return fmt.Errorf("read: %w", cl.Err)
+	}
+	// Neither a failed read nor a binary message: one that did not decode.
+	pe := &ProtocolError{Operation: "open_process", Detail: cl.Err.Error()}
+	var de *frames.DecodeError
+	if errors.As(cl.Err, &de) {
+		pe.Field = de.Frame
+		if de.Frame != "" && de.Field != "" {
+			pe.Field += "."
+		}
+		pe.Field += de.Field
+	}
+	return pe
 }
 
 // exchange sends a connection's first frame and returns the answer. An

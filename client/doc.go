@@ -49,4 +49,38 @@
 // Every blocking call has a variant taking a context (ReadContext,
 // WriteContext, CloseContext) or takes one (Wait, Signal, Destroy), and
 // wakes on its cancellation, on Destroy and on the end of the handle.
+//
+// # Goroutines and locks
+//
+// A Process runs these goroutines; each owns what follows its name.
+//
+//   - supervisor (supervise, one per handle, from Open or Attach until
+//     superDone): the attached connection's life. It dials, resumes with
+//     backoff (reconnect), starts and ends the three goroutines below for
+//     each connection (serve), and destroys a process the handle failed on
+//     (autoDestroy).
+//   - read loop (readLoop, one per connection): reading the socket, with
+//     the connection's link.Reader (its buffer and decoder). It hands each
+//     frame to the machine under Process.mu.
+//   - writer (writeLoop, one per connection): writing the frames the
+//     machine has to send, whenever woken, and the bytes a caller's write
+//     left pending in the coalescer. It writes holding Process.turn (a
+//     link.Turn, which serves one connection after the other: attach).
+//   - heartbeat (pingLoop, one per connection when the server announced a
+//     heartbeat; link.Heartbeat): a ping every heartbeat; a pong not back
+//     within it ends the connection, which the supervisor resumes.
+//
+// The callers' goroutines (Read, Write, Close, Wait, Signal, Destroy) take
+// Process.mu to call the machine and wait for a change (Process.changed)
+// with it released. A Write sends its last frames itself when the turn is
+// free and the socket takes them without waiting (flush, link.Turn.Kick);
+// else the writer does. A Destroy whose supervisor has stopped destroys on
+// a connection of its own, holding Process.destroyToken.
+//
+// Lock order: Process.turn, then Process.mu (the holder of the turn takes
+// mu, briefly, for each message it encodes; a caller takes the turn with
+// TryLock only, never holding mu). The coalescer's lock nests inside the
+// turn. The machine is guarded by mu; the attached connection
+// (Process.cur) and its write buffer by the turn. No lock is held across a
+// read of the socket; a write is made holding the turn only.
 package client

@@ -1,7 +1,5 @@
 package client
 
-import "time"
-
 // SetBlockedHook sets a function called, with p's lock held, whenever a
 // call of p is about to block: a read or Wait waiting for news, a write
 // finding no credit, Signal and Destroy waiting for their answers.
@@ -49,27 +47,3 @@ func Ended(p *Process) <-chan struct{} { return p.done }
 
 // ProcessOf returns the process of s.
 func ProcessOf(s *Stream) *Process { return s.p }
-
-// LentReads returns how many frames blocked reads of p read from its
-// connections themselves (see readSelfLocked).
-func LentReads(p *Process) uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lentReads
-}
-
-// SetLendIdle sets how long p's read loop leaves its connection unread to
-// a lender that is not reading (from the loop's next wait on).
-func SetLendIdle(p *Process, d time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.lendIdle = d
-}
-
-// DirectBytes returns how many stdout bytes of p were decoded straight
-// into the buffer of the Read that read their frame.
-func DirectBytes(p *Process) int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.directBytes
-}

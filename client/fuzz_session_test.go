@@ -345,24 +345,6 @@ func (s *session) apply(op sessionOp) {
 			return
 		}
 		s.outSent += n
-		if op.b&2 != 0 && s.m.outBuf.empty() && s.prm.readSize >= int(n) && !s.outEOF {
-			// A lending Read that decoded the frame straight into its
-			// buffer (frames.Decoder.Into): handed over from there.
-			b := make([]byte, s.prm.readSize)
-			copy(b, fr.Data)
-			fr.Data = b[:n]
-			s.m.direct = b
-			s.send(fr, "")
-			s.m.direct = nil
-			k, _ := s.m.takeDirect()
-			if s.m.err == nil && k != int(n) {
-				s.t.Fatalf("stdout decoded in place: %d of %d bytes handed over", k, n)
-			}
-			if k > 0 {
-				s.readChecked(k, nil, b)
-			}
-			return
-		}
 		s.send(fr, "")
 	case opStdoutBig:
 		if prm.maxData < frames.MaxData {

@@ -125,8 +125,8 @@ func instanceID(t testing.TB) string {
 }
 
 // readLine reads from s up to and including the first '\n'. Like readAll
-// and streamThrough it reads with Read, which reads the connection itself
-// when nothing else waits (the lending path); c bounds it by detaching.
+// and streamThrough it reads with Read, without a deadline; c bounds it by
+// detaching.
 func readLine(t *testing.T, c context.Context, s *client.Stream) string {
 	t.Helper()
 	defer watchdog(c, s)()

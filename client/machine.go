@@ -55,8 +55,8 @@ const (
 	evTried                    // a destroy attempt failed and may be retried
 )
 
-// link is what was sent on the attached connection.
-type link struct {
+// sentOn is what was sent on the attached connection.
+type sentOn struct {
 	stdinSent   int64 // offset after the last stdin byte sent on it
 	ackSent     int64 // last ack sent
 	sigSent     int64 // highest signal id sent
@@ -102,7 +102,7 @@ type machine struct {
 	budget      int    // consecutive failed resumes allowed
 
 	attached bool      // a connection carries the session
-	out      link      // what was sent on it
+	out      sentOn    // what was sent on it
 	lostAt   time.Time // when the last connection was lost, while detached
 	failed   int       // consecutive resumes that failed
 	lastFail error     // the last of them
@@ -113,11 +113,6 @@ type machine struct {
 	outEOF   int64            // stdout length; -1 until stdout_eof
 	ackTo    int64            // the last stdout ack decided
 	outEnded bool             // stdout returned io.EOF
-	// direct is the buffer of a Read decoding the frame it reads itself
-	// straight into it (frames.Decoder.Into); directN counts the stdout
-	// bytes a frame left there, not yet handed over (takeDirect).
-	direct  []byte
-	directN int
 
 	errBuf     byteQueue // stderr received and not yet read (offsets unused)
 	errRecv    int64     // stderr offset after the last byte received
@@ -410,7 +405,7 @@ func (m *machine) resumed(r *frames.Resumed) (events, error) {
 	m.inCredit.UpdateLimit(r.StdinLimit) // a limit that moves backwards is ignored
 	m.attached, m.lostAt = true, time.Time{}
 	m.failed, m.lastFail = 0, nil
-	m.out = link{stdinSent: r.StdinReceived}
+	m.out = sentOn{stdinSent: r.StdinReceived}
 	return evWake | evSend, nil
 }
 
@@ -441,13 +436,6 @@ func (m *machine) apply(f frames.Frame) (events, error) {
 		}
 		if err := m.outRecv.Receive(int64(len(f.Data))); err != nil {
 			return 0, protocolErrorf("stdout.data", "%w", err)
-		}
-		if len(f.Data) > 0 && len(m.direct) > 0 && &f.Data[0] == &m.direct[0] && m.outBuf.empty() {
-			// Decoded straight into the reader's buffer: handed over as it
-			// is (takeDirect), never held.
-			m.outBuf.reset(m.outBuf.start + int64(len(f.Data)))
-			m.directN = len(f.Data)
-			return evWake, nil
 		}
 		m.outBuf.push(f.Data)
 		return evWake, nil
@@ -703,17 +691,6 @@ func (m *machine) consumed(n int) events {
 		return evSend
 	}
 	return 0
-}
-
-// takeDirect hands over the stdout bytes the last frame decoded straight
-// into the reader's buffer (direct), if any.
-func (m *machine) takeDirect() (int, events) {
-	n := m.directN
-	if n == 0 {
-		return 0, 0
-	}
-	m.directN = 0
-	return n, m.consumed(n)
 }
 
 // write takes as much of b as the server's stdin credit allows; n 0 with a

@@ -10,10 +10,10 @@ import (
 	"math"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/link"
 )
 
 // Process is a handle on one remote process. Its methods are safe for
@@ -52,29 +52,24 @@ type Process struct {
 	destroyToken chan struct{}
 	// redial wakes the supervisor's backoff when a Destroy is requested.
 	redial chan struct{}
-	// wake wakes the writer of the attached connection.
-	wake chan struct{}
 
-	// wmu is held by whoever writes the machine's frames to the attached
-	// connection: its writer goroutine, or a caller's goroutine sending
-	// its own stdin (see flush). dirty asks the holder to look again.
-	wmu   sync.Mutex
-	dirty atomic.Bool
-	cur   *wsConn   // the attached connection, or nil; guarded by wmu
-	out   outFrames // frames being encoded; guarded by wmu
+	// turn is held by whoever writes the machine's frames to the attached
+	// connection: its writer goroutine, or a caller's goroutine sending its
+	// own stdin (see flush). It serves one connection after the other.
+	turn link.Turn
+	cur  *wsConn // the attached connection, or nil; guarded by turn
+	// kick is sendKicked, bound once for turn.Kick; kickCtx bounds the
+	// writes of the Write that kicks, and is used by its goroutine only.
+	kick    func() (bool, error)
+	kickCtx context.Context
 
 	mu sync.Mutex
 	// Everything below is guarded by mu.
 
-	m           *machine
-	changed     chan struct{} // closed on every change a blocked call may wait for; nil when nobody waits
-	rconn       *wsConn       // the connection whose read loop runs, or nil
-	lender      *Stream       // the Read reading rconn itself, or nil (see readSelfLocked)
-	waiters     int           // calls waiting for news other than a lender
-	lentReads   uint64        // frames lenders read, for tests
-	directBytes int64         // stdout bytes decoded straight into a Read's buffer, for tests
-	lendIdle    time.Duration // lendIdle, or what a test set
-	tried       chan struct{} // closed when a destroy attempt fails (evTried), then replaced
+	m       *machine
+	out     outFrames     // frames being encoded (machine.next)
+	changed chan struct{} // closed on every change a blocked call may wait for; nil when nobody waits
+	tried   chan struct{} // closed when a destroy attempt fails (evTried), then replaced
 
 	testHookBlocked func() // called when a call is about to block
 	testHookFrame   func() // called after each frame of a session was handled
@@ -141,10 +136,12 @@ func newProcess(url, instanceID string, o Options) *Process {
 		destroyDone:  make(chan struct{}),
 		destroyToken: make(chan struct{}, 1),
 		redial:       make(chan struct{}, 1),
-		wake:         make(chan struct{}, 1),
-		lendIdle:     lendIdle,
 	}
 	p.life, p.stopLife = context.WithCancel(context.Background())
+	// The writer holds each message and writes it in one write to the
+	// connection where the coalescer can make it so.
+	p.turn.Init(nil, true)
+	p.kick = p.sendKicked
 	p.stdin.p, p.stdout.p, p.stderr.p = p, p, p
 	p.stderr.stderr = true
 	return p
@@ -391,7 +388,6 @@ func (p *Process) Destroy(ctx context.Context) error {
 	case p.redial <- struct{}{}:
 	default:
 	}
-	p.needReaderLocked() // for the answer
 	p.blockingLocked()
 	p.mu.Unlock()
 
@@ -491,7 +487,7 @@ func (p *Process) applyLocked(ev events) {
 		p.broadcastLocked()
 	}
 	if ev&evSend != 0 {
-		p.wakeWriter()
+		p.turn.Wake()
 	}
 	if ev&evTried != 0 && p.tried != nil {
 		close(p.tried)
@@ -520,18 +516,8 @@ func isClosed(ch chan struct{}) bool {
 }
 
 // waitLocked waits, with mu released, until the state changes or ctx
-// ends, with somebody reading the connection meanwhile.
+// ends.
 func (p *Process) waitLocked(ctx context.Context) error {
-	p.waiters++
-	p.needReaderLocked()
-	err := p.waitChangeLocked(ctx)
-	p.waiters--
-	return err
-}
-
-// waitChangeLocked waits, with mu released, until the state changes or
-// ctx ends.
-func (p *Process) waitChangeLocked(ctx context.Context) error {
 	if p.changed == nil {
 		p.changed = make(chan struct{})
 	}

@@ -21,12 +21,7 @@ type Stream struct {
 
 var _ io.Reader = (*Stream)(nil)
 
-// Read reads like ReadContext without a deadline. While nothing else of
-// the handle waits, a blocked Read reads the connection itself instead of
-// waiting for the handle's reader goroutine to hand it the data: one
-// thread wake-up less per message, the latency of a request/response
-// exchange. A ReadContext whose ctx can end cannot (ending a read early
-// would close the connection) and waits for the reader goroutine.
+// Read reads like ReadContext without a deadline.
 func (s *Stream) Read(b []byte) (int, error) {
 	return s.ReadContext(context.Background(), b)
 }
@@ -45,27 +40,10 @@ func (s *Stream) ReadContext(ctx context.Context, b []byte) (int, error) {
 		n, err, ev, ok := p.m.read(s.stderr, b)
 		if ok {
 			p.applyLocked(ev)
-			p.leaveReadLocked(s)
 			return n, err
 		}
-		if p.readSelfLocked(ctx, s, b) {
-			if n, ev := p.m.takeDirect(); n > 0 {
-				p.directBytes += int64(n)
-				p.applyLocked(ev)
-				p.leaveReadLocked(s)
-				return n, nil
-			}
-			continue
-		}
-		var err2 error
-		if p.lender == s {
-			err2 = p.waitChangeLocked(ctx) // for the socket, which the loop lets go
-		} else {
-			err2 = p.waitLocked(ctx)
-		}
-		if err2 != nil {
-			p.leaveReadLocked(s)
-			return 0, fmt.Errorf("procwire: read: %w", err2)
+		if err := p.waitLocked(ctx); err != nil {
+			return 0, fmt.Errorf("procwire: read: %w", err)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/link"
 )
 
 // errStop ends a connection whose handle has ended.
@@ -73,18 +74,12 @@ func (p *Process) closedForGood(err error) events {
 // then closes it.
 func (p *Process) serve(ws *wsConn) error {
 	ctx, cancel := context.WithCancel(p.life)
-	p.wmu.Lock()
-	p.cur = ws
-	p.wmu.Unlock()
-	defer func() {
-		p.wmu.Lock()
-		p.cur = nil
-		p.wmu.Unlock()
-	}()
+	p.attach(ws)
+	defer p.attach(nil)
 	n := 2
 	errc := make(chan error, 3)
-	go func() { errc <- p.readLoop(ctx, ws) }()
-	go func() { errc <- p.writeLoop(ctx, ws) }()
+	go func() { errc <- p.readLoop(ws) }()
+	go func() { errc <- p.writeLoop(ctx) }()
 	if p.m.heartbeat > 0 {
 		n++
 		go func() { errc <- p.pingLoop(ctx, ws, p.m.heartbeat) }()
@@ -110,98 +105,23 @@ func (p *Process) serve(ws *wsConn) error {
 
 // readLoop hands the frames of ws to the machine. serve ends it by closing
 // the connection, so reads take no context (one with a Done channel would
-// cost an allocation per frame). While a blocked Read reads the socket
-// itself (ws.lent, see readSelfLocked) the loop steps aside; it takes the
-// socket back when the lender failed, when a call waits for something the
-// lender would not read for, or when the socket has sat unread for
-// lendIdle (pings, exits and output nobody waits for yet). It returns once
-// no lender is inside a read of ws, so no frame of ws is handled after
-// serve returned.
-func (p *Process) readLoop(ctx context.Context, ws *wsConn) (err error) {
+// cost an allocation per frame).
+func (p *Process) readLoop(ws *wsConn) error {
 	// A compressed payload is refused (bad_payload) when its block declares
 	// more than the announced max_data, before anything is allocated.
 	p.mu.Lock()
-	ws.dec.MaxData = p.m.maxData
-	ws.loopWake = make(chan struct{}, 1)
-	p.rconn = ws
+	ws.rd.Dec.MaxData = p.m.maxData
 	p.mu.Unlock()
-	var idle *time.Timer
-	defer func() {
-		if idle != nil {
-			idle.Stop()
-		}
-		p.mu.Lock()
-		ws.dead = true
-		if p.rconn == ws {
-			p.rconn = nil
-		}
-		for ws.busy { // serve closes ws, which ends the lender's read
-			p.mu.Unlock()
-			<-ws.loopWake
-			p.mu.Lock()
-		}
-		p.broadcastLocked() // a lender waiting for ws waits for the next one
-		p.mu.Unlock()
-	}()
-	var period time.Duration // of the idle check; it doubles while the lender reads
 	for {
-		p.mu.Lock()
-		// Server pings must be answered within the heartbeat: the check
-		// never waits longer than a quarter of it.
-		base, most := min(p.lendIdle, p.m.heartbeat/4), p.m.heartbeat/4
-		for (ws.lent || ws.busy) && ws.rerr == nil {
-			period = max(period, base)
-			if idle == nil {
-				idle = time.NewTimer(period)
-			} else {
-				idle.Reset(period)
-			}
-			uses := ws.uses
-			p.mu.Unlock()
-			select {
-			case <-ws.loopWake:
-			case <-idle.C:
-				p.mu.Lock()
-				if ws.lent && p.lender == nil && ws.uses == uses {
-					ws.lent = false // unread for a period: take the socket back
-				} else {
-					// Still read: look again less often (a check wakes this
-					// goroutine, which a busy lender would pay for).
-					period = min(2*period, 16*base, most)
-				}
-				p.mu.Unlock()
-			case <-ctx.Done():
-				return nil
-			}
-			p.mu.Lock()
-		}
-		period = base
-		if err := ws.rerr; err != nil {
-			p.mu.Unlock()
-			return err
-		}
-		ws.busy = true
-		p.mu.Unlock()
 		f, err := ws.read(context.Background())
 		p.mu.Lock()
-		ws.busy = false
 		err = p.receiveLocked(f, err)
-		if ws.lent {
-			p.broadcastLocked() // the lender waits for the socket
-		}
 		p.mu.Unlock()
 		if err != nil {
 			return err
 		}
 	}
 }
-
-// lendIdle is how long the read loop leaves the socket unread to a lender
-// that is not reading it (Process.lendIdle, which tests change), at
-// first: while the lender goes on reading, the loop looks less and less
-// often, up to 16 times lendIdle (and never less often than four times a
-// heartbeat).
-const lendIdle = 20 * time.Millisecond
 
 // receiveLocked hands a frame read from the attached connection to the
 // machine, or records the failure to read one. It returns the error that
@@ -221,211 +141,89 @@ func (p *Process) receiveLocked(f frames.Frame, err error) error {
 	return err
 }
 
-// readSelfLocked reads and handles one frame of the attached connection
-// from the goroutine of s's blocked Read, sparing the hand-off from the
-// read loop's goroutine to the caller's (a wake-up, and on two CPUs often
-// one across them, per message). It does so when the call can wait without
-// end (a read with a deadline cannot: ending a read early closes a
-// WebSocket connection) and nobody else waits for news; it returns false
-// when the caller must wait for a change instead. Once s lends, the loop
-// steps aside after the read it is in; the lending lasts after the call
-// returned, until another call waits (needReaderLocked) or the socket sat
-// unread for lendIdle, so that a caller reading again soon reads the
-// socket again at once. p.mu is held; it is released for the read.
-func (p *Process) readSelfLocked(ctx context.Context, s *Stream, b []byte) bool {
-	ws := p.rconn
-	if ws == nil || ws.dead || ws.rerr != nil || ctx.Done() != nil {
-		return false
+// attach makes ws, or nil, the connection the machine's frames go out on.
+// Its open or resume went out before: callers may write at once.
+func (p *Process) attach(ws *wsConn) {
+	p.turn.Lock()
+	p.cur = ws
+	if ws == nil {
+		p.turn.Reset(nil) // callers leave their frames to the next writer
+	} else {
+		p.turn.Reset(ws.co)
+		p.turn.Opened()
 	}
-	if p.lender != s {
-		if p.lender != nil || p.waiters > 0 {
-			return false
-		}
-		p.lender = s
-	}
-	ws.lent = true
-	if ws.busy {
-		return false // the loop reads: it steps aside after this frame
-	}
-	ws.busy = true
-	if !s.stderr && p.m.outBuf.empty() {
-		// Stdout that fits is decoded straight into b (Read may use all of
-		// b as scratch), and handed over from there: no copy in, no copy
-		// out of the stream's queue.
-		ws.dec.Into, p.m.direct = b, b
-	}
-	p.blockingLocked()
-	p.mu.Unlock()
-	f, err := ws.read(context.Background())
-	p.mu.Lock()
-	ws.busy = false
-	ws.uses++
-	p.lentReads++
-	if !ws.dead {
-		if err = p.receiveLocked(f, err); err != nil {
-			ws.rerr = err // the loop returns it, ending the connection
-		}
-	}
-	ws.dec.Into, p.m.direct = nil, nil
-	if ws.dead || err != nil || !ws.lent {
-		wakeLoop(ws)
-	}
-	return true
-}
-
-// leaveReadLocked ends s's lending when s's Read returns. If other calls
-// wait, the loop takes the socket back: they may wait for frames the
-// lender, gone, would not read.
-func (p *Process) leaveReadLocked(s *Stream) {
-	if p.lender != s {
-		return
-	}
-	p.lender = nil
-	if p.waiters > 0 {
-		p.unlendLocked()
-	}
-}
-
-// needReaderLocked makes sure that somebody reads the attached connection
-// for a call about to wait: the loop, unless a lender is reading.
-func (p *Process) needReaderLocked() {
-	if p.lender == nil {
-		p.unlendLocked()
-	}
-}
-
-func (p *Process) unlendLocked() {
-	if ws := p.rconn; ws != nil && ws.lent {
-		ws.lent = false
-		wakeLoop(ws)
-	}
-}
-
-func wakeLoop(ws *wsConn) {
-	select {
-	case ws.loopWake <- struct{}{}:
-	default:
-	}
+	p.turn.Unlock()
 }
 
 // writeLoop sends what the machine has to send, whenever woken, and what
-// a caller's flush left pending.
-func (p *Process) writeLoop(ctx context.Context, ws *wsConn) error {
+// a caller's write left pending, holding the turn for each round. Closing
+// the connection ends a blocked write (see readLoop).
+func (p *Process) writeLoop(ctx context.Context) error {
 	for {
-		p.wmu.Lock()
-		p.dirty.Store(false)
-		err := ws.werr
-		if err == nil {
-			// Closing the connection ends a blocked write (see readLoop).
-			if err = ws.co.FlushPending(); err == nil {
-				_, err = p.drainLocked(context.Background(), ws, true)
-			}
+		err := p.turn.Begin()
+		for more := err == nil; more; {
+			more, err = p.sendNext(context.Background())
 		}
-		p.wmu.Unlock()
+		again := p.turn.End()
 		if err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
-		if p.dirty.Load() {
+		if again {
 			continue
 		}
 		select {
-		case <-p.wake:
+		case <-p.turn.Woken():
 		case <-ctx.Done():
 			return nil
 		}
 	}
 }
 
-// drainLocked writes the machine's frames to ws until it has none. With
-// wait false it never blocks on the network: it stops at the first message
-// the socket did not take whole (done false), which is then pending for
-// the writer goroutine. It can still wait for a ping or pong another
-// goroutine is writing, which ctx bounds (by closing the connection, which
-// the supervisor resumes). p.wmu must be held.
-func (p *Process) drainLocked(ctx context.Context, ws *wsConn, wait bool) (done bool, err error) {
-	for {
-		p.mu.Lock()
-		var ev events
-		ws.wbuf, ev = p.m.next(ws.wbuf[:0], &p.out)
-		p.applyLocked(ev &^ evSend) // this loop sends until next has nothing
-		p.mu.Unlock()
-		if len(ws.wbuf) == 0 {
-			return true, nil
-		}
-		if wait {
-			err = ws.writeMessage()
-		} else {
-			done, err = ws.writeMessageNoWait(ctx)
-			if err == nil && !done {
-				return false, nil
-			}
-		}
-		if err != nil {
-			return false, err
-		}
+// sendNext writes the machine's next frames to the attached connection as
+// one message and reports whether there were any. The holder of the turn
+// calls it: the writer, waiting as long as the connection does, or a
+// caller, never waiting on the network (what the socket does not take stays
+// pending for the writer, and the turn stalls). It can still wait for a
+// ping or pong another goroutine is writing, which ctx bounds (by closing
+// the connection, which the supervisor resumes).
+func (p *Process) sendNext(ctx context.Context) (bool, error) {
+	ws := p.cur
+	if ws == nil {
+		return false, nil
 	}
+	p.mu.Lock()
+	var ev events
+	ws.wbuf, ev = p.m.next(ws.wbuf[:0], &p.out)
+	p.applyLocked(ev &^ evSend) // the holder sends until next has nothing
+	p.mu.Unlock()
+	if len(ws.wbuf) == 0 {
+		return false, nil
+	}
+	_, err := p.turn.Write(ctx, ws.ws, ws.wbuf)
+	return true, err
 }
+
+// sendKicked is sendNext in a caller's turn (Process.kick).
+func (p *Process) sendKicked() (bool, error) { return p.sendNext(p.kickCtx) }
 
 // flush sends the machine's frames from the calling goroutine when no one
 // else is writing and the socket takes them without waiting, sparing the
 // hand-off to the writer goroutine (a round trip's worth of latency for a
-// small stdin write); otherwise it leaves them to the writer. p.mu must
-// not be held.
+// small stdin write); otherwise it leaves them to the writer
+// (link.Turn.Kick), or to the next connection's, which sends first. p.mu
+// must not be held.
 func (p *Process) flush(ctx context.Context) {
-	p.dirty.Store(true)
-	for p.dirty.Load() && p.wmu.TryLock() {
-		p.dirty.Store(false)
-		ws := p.cur
-		if ws == nil || ws.werr != nil || !ws.tryable {
-			p.wmu.Unlock()
-			p.wakeWriter() // or the next connection's writer, which drains first
-			return
-		}
-		done, err := p.drainLocked(ctx, ws, false)
-		if err != nil {
-			ws.werr = err // the writer returns it, ending the connection
-		}
-		p.wmu.Unlock()
-		if !done {
-			p.wakeWriter()
-			return
-		}
-	}
-}
-
-// wakeWriter wakes the attached connection's writer goroutine.
-func (p *Process) wakeWriter() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
+	p.kickCtx = ctx
+	p.turn.Kick(p.kick)
+	p.kickCtx = nil
 }
 
 // pingLoop checks that the server answers pings within the heartbeat.
-// The pong is read by whoever reads the connection, so the loop takes the
-// socket back from a lender that is not reading first.
 func (p *Process) pingLoop(ctx context.Context, w *wsConn, every time.Duration) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		p.mu.Lock()
-		p.needReaderLocked()
-		p.mu.Unlock()
-		pctx, cancel := context.WithTimeout(ctx, every)
-		err := w.ws.Ping(pctx)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("heartbeat: %w", err)
-		}
+	if err := link.Heartbeat(ctx, every, w.ws.Ping); err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
 	}
+	return nil
 }
 
 // reconnect resumes the process on a new connection, retrying with backoff
