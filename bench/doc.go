@@ -42,11 +42,12 @@
 //   - the SSH server: one accept loop, one goroutine per connection
 //     (serveConn, which owns the connection and closes it), and in it one
 //     per session channel (serveSSHSession) and one discarding global
-//     requests; a session pumps the child's stdout on its own goroutine
-//     and its stdin on another, which it waits for, and discards the
-//     channel's later requests on a third, which ends when the channel
-//     closes. Close closes the listener and every connection, then waits
-//     for the accept loop and the connections (sshPeer.wg).
+//     requests; a session pumps the child's stdout itself and its stdin
+//     (or a terminal's input) on a goroutine that ends with the channel,
+//     and discards the channel's later requests on another, which ends
+//     when the channel closes. Close closes the listener and every
+//     connection, then waits for the accept loop and the connections
+//     (sshPeer.wg).
 //   - procwire's server and client run their own goroutines (see their
 //     packages), ended by Session.Close and Peer.Close.
 //
