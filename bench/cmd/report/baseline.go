@@ -23,9 +23,20 @@ import (
 
 // baseline is the older report binary and what it can do.
 type baseline struct {
-	path string
-	args []string // its flags but -json
-	json bool     // it has -json
+	path   string
+	args   []string // its flags but -json
+	json   bool     // it has -json
+	failed int      // rounds in which it failed
+}
+
+// round runs the baseline for round r (runRound). A failure leaves the
+// round without a "before", said on stderr and counted, so that one
+// failed round of the older binary does not lose the run.
+func (b *baseline) round(r, rounds int, ms []*metric) {
+	if err := b.runRound(r, rounds, ms); err != nil {
+		b.failed++
+		fmt.Fprintf(os.Stderr, "round %d/%d baseline failed, the round has no before: %v\n", r+1, rounds, err)
+	}
 }
 
 // oldWorkloads are the workloads of a report binary whose usage does not
@@ -225,6 +236,9 @@ func readJSONFigures(path string) (map[string]peerFigures, error) {
 // than 1 by more than the larger of the two spreads.
 func printBeforeAfter(w io.Writer, b *baseline, ms []*metric) {
 	fmt.Fprintf(w, "\nbefore = P in %s (one round of it per round), after = P in this binary; the two alternate in every round\n", b.path)
+	if b.failed > 0 {
+		fmt.Fprintf(w, "(the baseline failed in %d rounds, which have no before)\n", b.failed)
+	}
 	fmt.Fprintln(w, "| workload | unit | before | after | after/before | per round | spread before | spread after | worse |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, m := range ms {
