@@ -130,7 +130,7 @@ func (b *baseline) runRound(r, rounds int, ms []*metric) error {
 	}
 	for _, m := range ms {
 		if f, ok := figures[m.name]; ok {
-			m.before[r] = f[peerP]
+			m.before[r], m.beforeW[r] = f[peerP], f[peerW]
 		}
 	}
 	return nil
@@ -231,24 +231,26 @@ func readJSONFigures(path string) (map[string]peerFigures, error) {
 
 // printBeforeAfter prints, for every metric the baseline measured, P's
 // median before and after, the median of the per-round after/before
-// ratios with their range, and each series' spread over the rounds:
-// (max − min) / median. A change is "worse" when the ratio is worse
-// than 1 by more than the larger of the two spreads.
+// ratios with their range, the same of P/W (each run's P over its own
+// W), and each series' spread over the rounds: (max − min) / median. A
+// change is "worse" when the ratio is worse than 1 by more than the
+// larger of the two spreads.
 func printBeforeAfter(w io.Writer, b *baseline, ms []*metric) {
 	fmt.Fprintf(w, "\nbefore = P in %s (one round of it per round), after = P in this binary; the two alternate in every round\n", b.path)
 	if b.failed > 0 {
 		fmt.Fprintf(w, "(the baseline failed in %d rounds, which have no before)\n", b.failed)
 	}
-	fmt.Fprintln(w, "| workload | unit | before | after | after/before | per round | spread before | spread after | worse |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| workload | unit | before | after | after/before | per round | P/W after/before | spread before | spread after | worse |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, m := range ms {
 		if math.IsNaN(median(m.before)) {
 			continue
 		}
 		after := m.column(peerP)
-		per := make([]float64, len(after))
+		per, perW := make([]float64, len(after)), make([]float64, len(after))
 		for r := range after {
 			per[r] = after[r] / m.before[r]
+			perW[r] = per[r] / (m.values[r][peerW] / m.beforeW[r])
 		}
 		ratio := median(per)
 		sb, sa := spread(m.before), spread(after)
@@ -261,8 +263,8 @@ func printBeforeAfter(w io.Writer, b *baseline, ms []*metric) {
 			verdict = "worse"
 		}
 		lo, hi := minMax(per)
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f | %.2f–%.2f | %.0f%% | %.0f%% | %s |\n", m.name, m.unit,
-			format(median(m.before)), format(median(after)), ratio, lo, hi, 100*sb, 100*sa, verdict)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f | %.2f–%.2f | %.2f | %.0f%% | %.0f%% | %s |\n", m.name, m.unit,
+			format(median(m.before)), format(median(after)), ratio, lo, hi, median(perW), 100*sb, 100*sa, verdict)
 	}
 }
 

@@ -109,13 +109,15 @@ func TestGoals(t *testing.T) {
 func TestBeforeAfter(t *testing.T) {
 	ms := sampleMetrics()
 	ms[0].before = []float64{1500, 1500} // the same
-	ms[1].before = []float64{1000, 1000} // cold was 3× faster before
+	ms[0].beforeW = []float64{1000, 1000}
+	ms[1].before = []float64{1000, 1000}  // cold was 3× faster before
+	ms[1].beforeW = []float64{1000, 1000} // and W twice as fast
 	var out bytes.Buffer
 	printBeforeAfter(&out, &baseline{path: "old"}, ms)
 	rows := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Len(t, rows, 5)
-	require.True(t, strings.HasSuffix(rows[3], "| 1500 | 1500 | 1.00 | 0.93–1.07 | 0% | 13% |  |"), rows[3])
-	require.True(t, strings.HasSuffix(rows[4], "| 1000 | 3000 | 3.00 | 3.00–3.00 | 0% | 0% | worse |"), rows[4])
+	require.True(t, strings.HasSuffix(rows[3], "| 1500 | 1500 | 1.00 | 0.93–1.07 | 1.00 | 0% | 13% |  |"), rows[3])
+	require.True(t, strings.HasSuffix(rows[4], "| 1000 | 3000 | 3.00 | 3.00–3.00 | 1.50 | 0% | 0% | worse |"), rows[4])
 }
 
 // sampleMetrics returns a rate and a time over two rounds.
@@ -190,12 +192,13 @@ cat `+table+`
 	args, err := os.ReadFile(filepath.Join(dir, "args"))
 	require.NoError(t, err)
 	require.Equal(t, "-rounds 1 -only stdout,echo,stdin,request/response,sessions -svg= -size 4 -echo 50 -lines 50 -sessions 8 -rt 5\n", string(args))
-	before := map[string]float64{}
+	before, beforeW := map[string]float64{}, map[string]float64{}
 	for _, m := range ms {
-		before[m.name] = m.before[0]
+		before[m.name], beforeW[m.name] = m.before[0], m.beforeW[0]
 	}
 	require.Equal(t, 137.8, before["stdout, head -c 4M /dev/zero"])
 	require.Equal(t, 228.3, before["8 sessions, CPU per round trip"])
+	require.Equal(t, 100.7, beforeW["8 sessions, CPU per round trip"])
 	require.True(t, math.IsNaN(before["cold first byte (dial, echo), p50"]))
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "fail"), nil, 0o644))

@@ -17,6 +17,10 @@ type metric struct {
 	// before[round] is P's figure in the baseline's run of the round, NaN
 	// when the baseline has no such metric (or no baseline runs).
 	before []float64
+	// beforeW[round] is W's figure in the same run of the baseline: P/W
+	// before and after compare P's with less of the machine's drift
+	// between the two runs.
+	beforeW []float64
 }
 
 // The peers' columns, in the order bench.NewPeers starts them.
@@ -30,6 +34,7 @@ const (
 func (m *metric) addRound(peers int) {
 	m.values = append(m.values, make([]float64, peers))
 	m.before = append(m.before, math.NaN())
+	m.beforeW = append(m.beforeW, math.NaN())
 }
 
 // median returns the median of v, NaN values left out (NaN if none is
