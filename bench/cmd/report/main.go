@@ -25,8 +25,9 @@
 // P's children start under procwire's init, as procwire serve starts them
 // (bridge.MaybeRunInit): this binary is re-executed as the init of each.
 // -init=false starts them directly, as reports before the cold workload
-// did (a78d922 among them), which compares like with like in a
-// before/after of the bulk workloads, whose times include the start.
+// did (a78d922 among them): the bulk workloads time their child's start,
+// so only then does a before/after against such a baseline compare their
+// figures like with like.
 package main
 
 import (
