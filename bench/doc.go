@@ -23,6 +23,7 @@
 //
 //	go test -run '^$' -bench . -benchtime 3x -count 3 ./bench
 //	go test -run '^$' -bench ColdFirstByte -benchtime 1000x ./bench
+//	go test -run '^$' -bench ColdPhases -benchtime 200x ./bench # procwire's, step by step
 //	go test -run '^$' -bench Scale -benchtime 1x ./bench   # N=100, 1,000 and 4,000
 //
 // # Goroutines
