@@ -185,6 +185,8 @@ type jsonMetric struct {
 	Median []float64   `json:"median"`           // per peer, over the rounds
 	Values [][]float64 `json:"values"`           // [round][peer]
 	Before []*float64  `json:"before,omitempty"` // per round, P in the baseline's run; null: none
+	// BeforeW is per round W in the baseline's run; null: none.
+	BeforeW []*float64 `json:"before_w,omitempty"`
 }
 
 // marshalReport returns the figures of ms as JSON.
@@ -196,17 +198,22 @@ func marshalReport(title string, ms []*metric) ([]byte, error) {
 			jm.Median = append(jm.Median, median(m.column(p)))
 		}
 		if !math.IsNaN(median(m.before)) {
-			for _, v := range m.before {
-				var pv *float64
-				if !math.IsNaN(v) {
-					pv = &v
-				}
-				jm.Before = append(jm.Before, pv)
-			}
+			jm.Before, jm.BeforeW = nullable(m.before), nullable(m.beforeW)
 		}
 		rep.Metrics = append(rep.Metrics, jm)
 	}
 	return json.MarshalIndent(rep, "", "  ")
+}
+
+// nullable returns v with NaN as nil, which JSON writes as null.
+func nullable(v []float64) []*float64 {
+	out := make([]*float64, len(v))
+	for i, x := range v {
+		if !math.IsNaN(x) {
+			out[i] = &x
+		}
+	}
+	return out
 }
 
 // readJSONFigures reads the medians of a file -json wrote, by name.

@@ -75,9 +75,11 @@ func TestBaselineUsage(t *testing.T) {
 func TestJSONRoundTrip(t *testing.T) {
 	ms := sampleMetrics()
 	ms[0].before = []float64{1400, math.NaN()}
+	ms[0].beforeW = []float64{900, math.NaN()}
 	b, err := marshalReport("title", ms)
 	require.NoError(t, err)
-	require.Contains(t, string(b), `"before": [`)
+	require.Contains(t, string(b), "\"before\": [\n        1400,\n        null\n      ],")
+	require.Contains(t, string(b), "\"before_w\": [\n        900,\n        null\n      ]")
 	path := filepath.Join(t.TempDir(), "r.json")
 	require.NoError(t, os.WriteFile(path, b, 0o644))
 	figures, err := readJSONFigures(path)
