@@ -8,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
-
-	"github.com/procwire/procwire/bridge"
 )
 
 // TestMain fails the run if a test leaves a goroutine behind. Run with
@@ -18,7 +16,7 @@ import (
 // as procwire serve): procwire's children start as a deployed server
 // starts them.
 func TestMain(m *testing.M) {
-	bridge.MaybeRunInit()
+	maybeRunInit()
 	MaybeServeScale()
 	goleak.VerifyTestMain(m)
 }

@@ -39,7 +39,6 @@ import (
 	"time"
 
 	"github.com/procwire/procwire/bench"
-	"github.com/procwire/procwire/bridge"
 )
 
 // config is the command line.
@@ -57,7 +56,7 @@ func main() {
 	if cfg.init {
 		// A re-executed init has argv [procwire-init] alone, so its flags
 		// are the defaults: -init is true and it runs here.
-		bridge.MaybeRunInit()
+		maybeRunInit()
 	}
 	if err := report(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)

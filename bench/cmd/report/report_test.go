@@ -14,13 +14,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/procwire/procwire/bench"
-	"github.com/procwire/procwire/bridge"
 )
 
 // TestMain is also the init of procwire's children, as main is, and fails
 // the run if a test leaves a goroutine behind.
 func TestMain(m *testing.M) {
-	bridge.MaybeRunInit()
+	maybeRunInit()
 	goleak.VerifyTestMain(m)
 }
 
