@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"syscall"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -117,7 +116,7 @@ func runSSHPTY(ch ssh.Channel, cmdline string, pr *ptyRequest) uint32 {
 	cmd := exec.Command("sh", "-c", cmdline)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TERM=" + pr.Term}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	cmd.SysProcAttr = ptyProcAttr()
 	err = cmd.Start()
 	slave.Close()
 	if err != nil {

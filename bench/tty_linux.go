@@ -3,6 +3,7 @@ package bench
 import (
 	"os"
 	"strconv"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,4 +34,10 @@ func openBenchPTY(rows, cols uint16) (master, slave *os.File, err error) {
 		return fail(err)
 	}
 	return os.NewFile(uintptr(mfd), "/dev/ptmx"), os.NewFile(uintptr(sfd), "pty slave"), nil
+}
+
+// ptyProcAttr makes a child the leader of a new session with the
+// terminal on its fd 0 as its controlling terminal, as sshd does.
+func ptyProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 }
