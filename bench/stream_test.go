@@ -1,3 +1,5 @@
+//go:build linux
+
 package bench
 
 import (
@@ -8,7 +10,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/procwire/procwire/bridge"
 )
+
+// The workloads need a server that starts processes, which procwire's
+// does on Linux: the tests and benchmarks of this package are Linux's.
 
 // TestMain fails the run if a test leaves a goroutine behind. Run with
 // PROCWIRE_SCALE_SERVER set, the test binary is BenchmarkScale's server;
@@ -16,7 +23,7 @@ import (
 // as procwire serve): procwire's children start as a deployed server
 // starts them.
 func TestMain(m *testing.M) {
-	maybeRunInit()
+	bridge.MaybeRunInit()
 	MaybeServeScale()
 	goleak.VerifyTestMain(m)
 }
