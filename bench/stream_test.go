@@ -1,3 +1,5 @@
+//go:build linux
+
 package bench
 
 import (
@@ -8,11 +10,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/procwire/procwire/bridge"
 )
 
+// The workloads need a server that starts processes, which procwire's
+// does on Linux: the tests and benchmarks of this package are Linux's.
+
 // TestMain fails the run if a test leaves a goroutine behind. Run with
-// PROCWIRE_SCALE_SERVER set, the test binary is BenchmarkScale's server.
+// PROCWIRE_SCALE_SERVER set, the test binary is BenchmarkScale's server;
+// re-executed as a process's init, it is that init (bridge.MaybeRunInit,
+// as procwire serve): procwire's children start as a deployed server
+// starts them.
 func TestMain(m *testing.M) {
+	bridge.MaybeRunInit()
 	MaybeServeScale()
 	goleak.VerifyTestMain(m)
 }

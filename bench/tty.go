@@ -8,12 +8,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
-	"syscall"
 	"time"
 
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/sys/unix"
 
 	"github.com/procwire/procwire/client"
 	"github.com/procwire/procwire/frames"
@@ -119,7 +116,7 @@ func runSSHPTY(ch ssh.Channel, cmdline string, pr *ptyRequest) uint32 {
 	cmd := exec.Command("sh", "-c", cmdline)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TERM=" + pr.Term}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	cmd.SysProcAttr = ptyProcAttr()
 	err = cmd.Start()
 	slave.Close()
 	if err != nil {
@@ -145,34 +142,6 @@ func runSSHPTY(ch ssh.Channel, cmdline string, pr *ptyRequest) uint32 {
 		return 255
 	}
 	return 0
-}
-
-// openBenchPTY allocates a pseudo-terminal of rows x cols: the master
-// non-blocking on the poller, the slave blocking for the child.
-func openBenchPTY(rows, cols uint16) (master, slave *os.File, err error) {
-	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	fail := func(err error) (*os.File, *os.File, error) {
-		unix.Close(mfd)
-		return nil, nil, err
-	}
-	if err := unix.IoctlSetPointerInt(mfd, unix.TIOCSPTLCK, 0); err != nil {
-		return fail(err)
-	}
-	n, err := unix.IoctlGetInt(mfd, unix.TIOCGPTN)
-	if err != nil {
-		return fail(err)
-	}
-	if err := unix.IoctlSetWinsize(mfd, unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols}); err != nil {
-		return fail(err)
-	}
-	sfd, err := unix.Open("/dev/pts/"+strconv.Itoa(n), unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fail(err)
-	}
-	return os.NewFile(uintptr(mfd), "/dev/ptmx"), os.NewFile(uintptr(sfd), "pty slave"), nil
 }
 
 // dialSession connects to the SSH server and opens a session channel.

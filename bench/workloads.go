@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -320,15 +319,6 @@ func roundTripsAtOnce(p Peer, ss []Session, n int) ([]time.Duration, error) {
 		return nil, fmt.Errorf("%s: %w", p.Name(), err)
 	}
 	return slices.Concat(samples...), nil
-}
-
-// CPUTime returns this process's user + system time so far.
-func CPUTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Percentile returns the q-quantile (0..1) of sorted samples.
