@@ -164,7 +164,6 @@ func (s *session) pushed(c *conn, err error) (result, *violation) {
 // It returns the connection attached, or an ending when the process was
 // destroyed meanwhile. s.in must be held, s.mu not.
 func (s *session) failStdin(err error) (attached *conn, end *ending) {
-	s.log.Warn("stdin failed; stdin is discarded from now on", "err", err)
 	if !s.stdinClosed {
 		if cerr := s.p.CloseStdin(); cerr != nil {
 			s.log.Warn("close stdin after its failure", "err", cerr)
@@ -175,6 +174,7 @@ func (s *session) failStdin(err error) (attached *conn, end *ending) {
 	if s.awaitDestroyLocked() == gone {
 		return nil, &ending{tomb: s.tomb}
 	}
+	s.log.Warn("stdin failed; stdin is discarded from now on", "err", err)
 	s.stdinFailed = true
 	s.deliverSignalsLocked() // nothing waits for stdin now
 	return s.attached, nil
