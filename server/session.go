@@ -109,7 +109,7 @@ func (s *session) setAttachedLocked(c *conn) {
 // successor's writer steps once after it attached, so nothing it must send
 // waits for a wakeup that went astray. Stdin that a PushStdin call wrote
 // itself wakes no one: the reader that pushed it wakes the writer when a
-// credit grant is due (conn.stdin), which spares a futile wakeup on every
+// credit grant is due (session.pushed), which spares a futile wakeup on every
 // interactive write.
 func (s *session) changed(what proc.Change) {
 	switch c := s.att.Load(); {
