@@ -213,7 +213,7 @@ func (s *session) stdinClose(c *conn, off int64) (result, *violation) {
 	s.mu.Lock()
 	s.stdinClosed = true
 	s.mu.Unlock()
-	if answer != nil {
+	if answer != nil { // not a nil *frames.Error in the interface
 		return result{answer: answer}, nil
 	}
 	return result{}, nil
