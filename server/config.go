@@ -208,8 +208,20 @@ type Config struct {
 }
 
 // withDefaults returns a copy of c with defaults filled in, or an error for
-// a value out of bounds.
+// a value out of bounds. It checks, in order, what names the server and
+// how it runs (identity), the windows, the durations and the bounds.
 func (c Config) withDefaults() (Config, error) {
+	for _, fill := range []func() error{c.identityDefaults, c.windowDefaults, c.durationDefaults, c.boundDefaults} {
+		if err := fill(); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// identityDefaults fills in and checks the provider, the executor, the
+// logger and the origin patterns.
+func (c *Config) identityDefaults() error {
 	if c.Provider == "" {
 		c.Provider = DefaultProvider
 	}
@@ -219,7 +231,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Executor == nil {
 		e, err := defaultExecutor()
 		if err != nil {
-			return c, err
+			return err
 		}
 		c.Executor = e
 	}
@@ -228,13 +240,18 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	for _, p := range c.OriginPatterns {
 		if _, err := path.Match(p, ""); err != nil {
-			return c, fmt.Errorf("server: origin pattern %q: %w", p, err)
+			return fmt.Errorf("server: origin pattern %q: %w", p, err)
 		}
 	}
 	if len(c.Provider) > frames.MaxStringBytes || len(c.ProviderRevision) > frames.MaxStringBytes {
-		return c, errors.New("server: Provider or ProviderRevision longer than 4096 bytes")
+		return errors.New("server: Provider or ProviderRevision longer than 4096 bytes")
 	}
+	return nil
+}
 
+// windowDefaults fills in and checks the stdout and stdin windows and
+// their maxima, the stderr ring and MaxFrameData.
+func (c *Config) windowDefaults() error {
 	type window struct {
 		name        string
 		v, max      *int
@@ -252,28 +269,32 @@ func (c Config) withDefaults() (Config, error) {
 			*w.v = min(w.def, *w.max)
 		}
 		if err := checkWindow(w.name, *w.v); err != nil {
-			return c, err
+			return err
 		}
 		if err := checkWindow(w.maxName, *w.max); err != nil {
-			return c, err
+			return err
 		}
 		if *w.v > *w.max {
-			return c, fmt.Errorf("server: %s %d above %s %d", w.name, *w.v, w.maxName, *w.max)
+			return fmt.Errorf("server: %s %d above %s %d", w.name, *w.v, w.maxName, *w.max)
 		}
 	}
 	if c.StderrRing == 0 {
 		c.StderrRing = DefaultStderrRing
 	}
 	if c.StderrRing < 1 || c.StderrRing > maxWindow {
-		return c, fmt.Errorf("server: StderrRing %d outside 1..%d", c.StderrRing, maxWindow)
+		return fmt.Errorf("server: StderrRing %d outside 1..%d", c.StderrRing, maxWindow)
 	}
 	if c.MaxFrameData == 0 {
 		c.MaxFrameData = DefaultMaxFrameData
 	}
 	if c.MaxFrameData < 1 || c.MaxFrameData > frames.MaxData {
-		return c, fmt.Errorf("server: MaxFrameData %d outside 1..%d", c.MaxFrameData, frames.MaxData)
+		return fmt.Errorf("server: MaxFrameData %d outside 1..%d", c.MaxFrameData, frames.MaxData)
 	}
+	return nil
+}
 
+// durationDefaults fills in and checks the durations.
+func (c *Config) durationDefaults() error {
 	for _, d := range []struct {
 		name string
 		v    *time.Duration
@@ -287,7 +308,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"MessageTimeout", &c.MessageTimeout, DefaultMessageTimeout},
 	} {
 		if *d.v < 0 {
-			return c, fmt.Errorf("server: %s is negative (%v)", d.name, *d.v)
+			return fmt.Errorf("server: %s is negative (%v)", d.name, *d.v)
 		}
 		if *d.v == 0 {
 			*d.v = d.def
@@ -296,31 +317,38 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Heartbeat == 0 {
 		c.Heartbeat = DefaultHeartbeat
 	}
+	return nil
+}
+
+// boundDefaults fills in and checks the server's bounds: tombstones,
+// processes, memory (after the windows: it must hold one process's) and
+// connections.
+func (c *Config) boundDefaults() error {
 	if c.MaxTombstones == 0 {
 		c.MaxTombstones = DefaultMaxTombstones
 	}
 	if c.MaxTombstones < 0 {
-		return c, fmt.Errorf("server: MaxTombstones is negative (%d)", c.MaxTombstones)
+		return fmt.Errorf("server: MaxTombstones is negative (%d)", c.MaxTombstones)
 	}
 	if c.MaxProcesses == 0 {
 		c.MaxProcesses = DefaultMaxProcesses
 	}
 	if c.MaxProcesses < 0 {
-		return c, fmt.Errorf("server: MaxProcesses is negative (%d)", c.MaxProcesses)
+		return fmt.Errorf("server: MaxProcesses is negative (%d)", c.MaxProcesses)
 	}
 	if c.MaxMemory == 0 {
 		c.MaxMemory = defaultMaxMemory()
 	}
 	if least := processCost(c.StdoutWindow, c.StdinWindow, c.StderrRing); c.MaxMemory < least {
-		return c, fmt.Errorf("server: MaxMemory %d below one process's default windows (%d)", c.MaxMemory, least)
+		return fmt.Errorf("server: MaxMemory %d below one process's default windows (%d)", c.MaxMemory, least)
 	}
 	if c.MaxConnections == 0 {
 		c.MaxConnections = 2*c.MaxProcesses + 64
 	}
 	if c.MaxConnections < 0 {
-		return c, fmt.Errorf("server: MaxConnections is negative (%d)", c.MaxConnections)
+		return fmt.Errorf("server: MaxConnections is negative (%d)", c.MaxConnections)
 	}
-	return c, nil
+	return nil
 }
 
 func checkWindow(name string, v int) error {

@@ -502,156 +502,61 @@ func (c *conn) readLoop() closeStatus {
 }
 
 // handle serves one frame inside a session; done reports that the
-// connection ends with st.
+// connection ends with st. What the frame does to the process is the
+// session's (session_frames.go); c maps its result to answers, wakeups and
+// close statuses.
 func (c *conn) handle(f frames.Frame) (st closeStatus, done bool) {
+	se := c.sess
+	var r result
+	var v *violation
 	switch f := f.(type) {
 	case *frames.Stdin:
-		return c.stdin(f)
+		r, v = se.stdin(c, f)
 	case *frames.StdinClose:
-		return c.stdinClose(f)
+		r, v = se.stdinClose(c, f.Off)
 	case *frames.Ack:
-		return c.ack(f)
+		if sent := c.stdoutSent.Load(); f.Stdout > sent {
+			return protocolError("ack.stdout %d beyond %d sent", f.Stdout, sent), true
+		}
+		r, v = se.ack(c, f.Stdout)
 	case *frames.Signal:
 		return c.signal(f)
 	case *frames.Destroy:
-		return c.destroy(f)
+		r, v = se.destroy(c, f)
 	case *frames.Ping:
 		return c.ping(f)
 	case *frames.Resize:
-		return c.resize(f)
+		r, v = se.resize(c, f)
 	case *frames.Open, *frames.Resume:
 		return protocolError("%s inside a session", f.Type()), true
-	}
-	return protocolError("%s is not a client frame", f.Type()), true
-}
-
-// lock locks the session and reports whether c still serves it. When it
-// does not, the lock is released and st says how c ends.
-func (c *conn) lock() (st closeStatus, ok bool) {
-	se := c.sess
-	se.mu.Lock()
-	if se.attached == c && se.state == live {
-		return closeStatus{}, true
-	}
-	state := se.awaitDestroyLocked()
-	if se.attached == c && state == live { // a destroy failed; c still serves
-		return closeStatus{}, true
-	}
-	se.mu.Unlock()
-	if state == live {
-		return closeStatus{code: statusResumedElsewhere, reason: "resumed elsewhere"}, false
-	}
-	return destroyedStatus(se.tomb), false
-}
-
-func (c *conn) stdin(f *frames.Stdin) (closeStatus, bool) {
-	if st, ok := c.lock(); !ok {
-		return st, true
-	}
-	se := c.sess
-	switch received := se.recv.Received(); {
-	case se.stdinClosed:
-		se.mu.Unlock()
-		return protocolError("stdin after stdin_close"), true
-	case f.Off != received:
-		se.mu.Unlock()
-		return protocolError("stdin.off %d, expected %d", f.Off, received), true
-	case f.Enc != "" && f.Enc != se.inEnc:
-		se.mu.Unlock()
-		return protocolError("stdin.enc %s, not negotiated", f.Enc), true
-	case len(f.Data) > c.srv.cfg.MaxFrameData:
-		se.mu.Unlock()
-		return protocolError("stdin.data: %d bytes, max_data is %d", len(f.Data), c.srv.cfg.MaxFrameData), true
-	}
-	if err := se.recv.Receive(int64(len(f.Data))); err != nil {
-		// The bytes are not pushed: the child receives nothing past the limit.
-		se.mu.Unlock()
-		return closeStatus{code: websocket.StatusPolicyViolation, reason: truncate(err.Error(), 123)}, true
-	}
-	c.srv.m.stdinReceived(len(f.Data))
-	if se.stdinFailed {
-		// Discarded but credited (PROTOCOL.md §5): the writer grants more.
-		se.mu.Unlock()
-		c.wakeUp()
-		return closeStatus{}, false
-	}
-	err := se.p.PushStdin(f.Data)
-	var answer *frames.Error
-	grant := false
-	if err != nil {
-		if answer = stdinFailure(err); answer != nil {
-			se.failStdinLocked(err)
-		}
-	} else {
-		// What PushStdin wrote itself woke no one (session.changed).
-		se.syncStdinLocked()
-		grant = se.recv.Due()
-	}
-	se.mu.Unlock()
-	switch {
-	case err == nil:
-		if grant {
-			c.wakeUp()
-		}
-	case answer == nil:
-		se.log.Error("push stdin", "err", err)
-		return internalStatus("push stdin: %v", err), true
 	default:
-		// Answered after the lock: the writer takes it to grant credit.
-		c.send(answer)
-		c.wakeUp()
+		return protocolError("%s is not a client frame", f.Type()), true
+	}
+	return c.apply(r, v)
+}
+
+// apply carries out what serving a frame asked of c: the violation's
+// close, or the result's answer, wakeup and end.
+func (c *conn) apply(r result, v *violation) (st closeStatus, done bool) {
+	switch {
+	case v != nil:
+		return v.status(), true
+	case r.fault != nil:
+		return internalStatus("%v", r.fault), true
+	}
+	if r.answer != nil {
+		c.send(r.answer)
+	}
+	if r.wake != nil {
+		r.wake.wakeUp()
+	}
+	if r.end != nil {
+		return r.end.status(), true
 	}
 	return closeStatus{}, false
 }
 
-func (c *conn) stdinClose(f *frames.StdinClose) (closeStatus, bool) {
-	if st, ok := c.lock(); !ok {
-		return st, true
-	}
-	se := c.sess
-	if received := se.recv.Received(); f.Off != received {
-		se.mu.Unlock()
-		return protocolError("stdin_close.off %d, expected %d", f.Off, received), true
-	}
-	var answer *frames.Error
-	if !se.stdinClosed { // a repeat after a resume is harmless
-		if !se.stdinFailed {
-			if err := se.p.CloseStdin(); err != nil {
-				if answer = stdinFailure(err); answer != nil {
-					se.failStdinLocked(err)
-				}
-			}
-		}
-		se.stdinClosed = true
-	}
-	se.mu.Unlock()
-	if answer != nil {
-		c.send(answer)
-	}
-	return closeStatus{}, false
-}
-
-func (c *conn) ack(f *frames.Ack) (closeStatus, bool) {
-	if sent := c.stdoutSent.Load(); f.Stdout > sent {
-		return protocolError("ack.stdout %d beyond %d sent", f.Stdout, sent), true
-	}
-	if st, ok := c.lock(); !ok {
-		return st, true
-	}
-	se := c.sess
-	defer se.mu.Unlock()
-	var err error
-	var start int64
-	se.p.Stdout(func(b *replay.Buffer) {
-		start = b.Start()
-		err = b.Ack(f.Stdout)
-	})
-	if err != nil {
-		return protocolError("ack.stdout %d below the previous ack %d", f.Stdout, start), true
-	}
-	return closeStatus{}, false
-}
-
+// signal serves a signal frame once c has room for its answer.
 func (c *conn) signal(f *frames.Signal) (closeStatus, bool) {
 	// A peer that floods signals without reading their answers holds no
 	// more than maxSignalsInFlight of them.
@@ -664,42 +569,12 @@ func (c *conn) signal(f *frames.Signal) (closeStatus, bool) {
 			return closeStatus{code: websocket.StatusAbnormalClosure, reason: "connection dropped", abrupt: true}, true
 		}
 	}
-	if st, ok := c.lock(); !ok {
-		return st, true
-	}
-	se := c.sess
 	c.sigInFlight.Add(1) // before its answer can be written
-	if !se.signalLocked(c, f.ID, f.Signal) {
+	r, answered := c.sess.signal(c, f)
+	if !answered {
 		c.sigInFlight.Add(-1)
 	}
-	se.mu.Unlock()
-	return closeStatus{}, false
-}
-
-func (c *conn) destroy(f *frames.Destroy) (closeStatus, bool) {
-	se := c.sess
-	if f.ProcessID != "" || f.Token != "" {
-		if f.ProcessID != se.id || !tokenEqual(f.Token, se.token) {
-			return protocolError("destroy inside a session names another process"), true
-		}
-	}
-	if f.InstanceID != "" || f.OpenKey != "" {
-		if f.InstanceID != se.instanceID || !keyEqual(f.OpenKey, se.openKey) {
-			return protocolError("destroy inside a session names another process"), true
-		}
-	}
-	st, ok := c.lock()
-	if !ok {
-		return st, true
-	}
-	se.mu.Unlock()
-	ts, err := c.srv.destroySession(se, c, false)
-	if err != nil {
-		// Nothing is destroyed: say so, and stay, so the client may retry.
-		c.send(destroyFailure(err))
-		return closeStatus{}, false
-	}
-	return destroyedStatus(ts), true
+	return c.apply(r, nil)
 }
 
 // ping answers an application-level ping (PROTOCOL.md §3) with its pong,

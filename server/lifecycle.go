@@ -86,12 +86,36 @@ func alreadyOpen() *frames.Error {
 	return &frames.Error{Code: frames.LifecycleConflict, Operation: opOpen, Actual: "process_already_open"}
 }
 
-// open serves an open frame: admission, the instance reservation, the start
-// of the child and the attachment of connection c. An open repeating the
-// instance and open_key of a live process attaches c to that process
-// instead (PROTOCOL.md §4.8). ok is false when the open was refused; st then
-// ends the connection.
+// open serves an open frame in four steps: admit (the embedder's Admit
+// and the terminal check), reserve (the instance), start (the child,
+// within the memory budget) and register (the session, attached to c). An
+// open repeating the instance and open_key of a live process attaches c to
+// that process instead (PROTOCOL.md §4.8). ok is false when the open was
+// refused; st then ends the connection.
 func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
+	if st, ok := s.admit(c, f); !ok {
+		return st, false
+	}
+	po, again, st, ok := s.reserve(c, f)
+	switch {
+	case !ok:
+		return st, false
+	case again != nil:
+		return s.reopen(c, again)
+	}
+	// Whatever happens below, a repeated open or destroy waiting on this
+	// one looks again once it is settled.
+	defer close(po.done)
+	se, st, ok := s.start(c, f)
+	if !ok {
+		return st, false
+	}
+	return s.register(c, se, po)
+}
+
+// admit asks Config.Admit about the open, and refuses a terminal the
+// server does not offer.
+func (s *Server) admit(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 	if s.cfg.Admit != nil {
 		ctx, cancel := c.callContext()
 		e := s.cfg.Admit(ctx, f.InstanceID)
@@ -108,62 +132,90 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 			return c.refuse(e), false
 		}
 	}
-	var po *pendingOpen
-	for po == nil {
+	return closeStatus{}, true
+}
+
+// reserve reserves f's instance for the process the open starts, and
+// returns the reservation; or again, the live session whose instance and
+// open key the open repeats; or ok false and how c ends. When the same
+// open is starting on another connection (the client lost it and
+// retries), it waits for that one to settle and looks again.
+func (s *Server) reserve(c *conn, f *frames.Open) (po *pendingOpen, again *session, st closeStatus, ok bool) {
+	for {
 		s.mu.Lock()
 		s.pruneTombsLocked(s.now())
 		if s.closing {
 			s.mu.Unlock()
-			return c.refuseShutdown(opOpen), false
+			return nil, nil, c.refuseShutdown(opOpen), false
 		}
 		if ts := s.keyTombLocked(f.InstanceID, f.OpenKey); ts != nil {
 			s.mu.Unlock()
-			return c.refuse(tombstoneError(ts, opOpen)), false
+			return nil, nil, c.refuse(tombstoneError(ts, opOpen)), false
 		}
 		if other := s.opening[f.InstanceID]; other != nil {
 			s.mu.Unlock()
 			if !keyEqual(f.OpenKey, other.key) {
-				return c.refuse(alreadyOpen()), false
+				return nil, nil, c.refuse(alreadyOpen()), false
 			}
-			// The same open is starting on another connection (the client
-			// lost it and retries): wait for it, then answer as it ends.
 			s.hook(hookKeyWait, f.InstanceID)
 			select {
 			case <-other.done:
 				continue
 			case <-c.stop: // shutdown: closeWith has set the status
-				return closeStatus{}, false
+				return nil, nil, closeStatus{}, false
 			case <-c.ctx.Done():
-				return closeStatus{code: websocket.StatusGoingAway, reason: reasonShutdown, abrupt: true}, false
+				return nil, nil, closeStatus{code: websocket.StatusGoingAway, reason: reasonShutdown, abrupt: true}, false
 			}
 		}
 		if se, taken := s.instances[f.InstanceID]; taken {
 			s.mu.Unlock()
 			if se == nil || !keyEqual(f.OpenKey, se.openKey) {
-				return c.refuse(alreadyOpen()), false
+				return nil, nil, c.refuse(alreadyOpen()), false
 			}
-			return s.reopen(c, se)
+			return nil, se, closeStatus{}, true
 		}
-		if s.draining {
+		if e := s.refuseNewLocked(); e != nil {
 			s.mu.Unlock()
-			return c.refuse(drainingError()), false
-		}
-		if len(s.instances) >= s.cfg.MaxProcesses {
-			s.mu.Unlock()
-			return c.refuse(&frames.Error{Code: frames.CapabilityUnavailable, Requirement: "resources",
-				Message: "the server holds its MaxProcesses processes"}), false
+			return nil, nil, c.refuse(e), false
 		}
 		po = &pendingOpen{key: f.OpenKey, done: make(chan struct{})}
 		s.instances[f.InstanceID] = nil
 		s.opening[f.InstanceID] = po
 		s.mu.Unlock()
+		return po, nil, closeStatus{}, true
 	}
-	// Whatever happens below, a repeated open or destroy waiting on this
-	// one looks again once it is settled.
-	defer close(po.done)
+}
 
+// refuseNewLocked returns the error refusing a new process, if the server
+// takes none now: it drains, or it holds its MaxProcesses. s.mu must be
+// held.
+func (s *Server) refuseNewLocked() *frames.Error {
+	if s.draining {
+		return drainingError()
+	}
+	if len(s.instances) >= s.cfg.MaxProcesses {
+		return &frames.Error{Code: frames.CapabilityUnavailable, Requirement: "resources",
+			Message: "the server holds its MaxProcesses processes"}
+	}
+	return nil
+}
+
+// unreserve releases the instance f reserved (reserve), when its start
+// failed.
+func (s *Server) unreserve(f *frames.Open) {
+	s.mu.Lock()
+	s.releaseInstanceLocked(f.InstanceID)
+	delete(s.opening, f.InstanceID)
+	s.mu.Unlock()
+}
+
+// start starts f's child, its windows taken from the memory budget, and
+// returns its session, not yet shared, with c attached. When it cannot,
+// what was taken is given back, the instance released and the open
+// refused (ok false).
+func (s *Server) start(c *conn, f *frames.Open) (se *session, st closeStatus, ok bool) {
 	cfg := &s.cfg
-	bcfg := proc.Config{
+	pcfg := proc.Config{
 		StdoutWindow: clampWindow(f.StdoutWindow, cfg.StdoutWindow, cfg.MaxStdoutWindow),
 		StdinWindow:  clampWindow(f.StdinWindow, cfg.StdinWindow, cfg.MaxStdinWindow),
 		StderrRing:   cfg.StderrRing,
@@ -174,20 +226,14 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 	}
 	limits, inForce, err := openLimits(cfg.Executor, f.Limits)
 	if err != nil {
-		s.mu.Lock()
-		delete(s.instances, f.InstanceID)
-		delete(s.opening, f.InstanceID)
-		s.mu.Unlock()
-		return c.refuse(resourcesError(opOpen, err.Error())), false
+		s.unreserve(f)
+		return nil, c.refuse(resourcesError(opOpen, err.Error())), false
 	}
-	bcfg.Limits = limits
-	cost := processCost(bcfg.StdoutWindow, bcfg.StdinWindow, bcfg.StderrRing)
+	pcfg.Limits = limits
+	cost := processCost(pcfg.StdoutWindow, pcfg.StdinWindow, pcfg.StderrRing)
 	if !s.budget.take(cost) {
-		s.mu.Lock()
-		s.releaseInstanceLocked(f.InstanceID)
-		delete(s.opening, f.InstanceID)
-		s.mu.Unlock()
-		return c.refuse(resourcesError(opOpen, "the process's windows do not fit the server's memory budget")), false
+		s.unreserve(f)
+		return nil, c.refuse(resourcesError(opOpen, "the process's windows do not fit the server's memory budget")), false
 	}
 	req := proc.Request{
 		Executable:       f.Request.Executable,
@@ -196,22 +242,28 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		Environment:      ttyEnv(f.Request.Environment, f.TTY),
 	}
 	ctx, cancel := c.callContext()
-	p, err := cfg.Executor.Start(ctx, req, bcfg)
+	p, err := cfg.Executor.Start(ctx, req, pcfg)
 	cancel()
 	if err != nil {
 		s.budget.give(cost)
-		s.mu.Lock()
-		s.releaseInstanceLocked(f.InstanceID)
-		delete(s.opening, f.InstanceID)
-		s.mu.Unlock()
+		s.unreserve(f)
 		if s.stopping.Err() != nil {
 			s.log.Info("process start ended by shutdown", "instance", f.InstanceID, "err", err)
-			return c.refuseShutdown(opOpen), false
+			return nil, c.refuseShutdown(opOpen), false
 		}
 		s.log.Info("process start failed", "instance", f.InstanceID, "executable", req.Executable, "err", err)
-		return c.refuse(startError(err)), false
+		return nil, c.refuse(startError(err)), false
 	}
+	se = s.newSession(f, req, pcfg, p, inForce)
+	se.cost = cost
+	se.setAttachedLocked(c) // not yet shared: no lock needed
+	return se, closeStatus{}, true
+}
 
+// newSession is the session of process p, started for open f with req
+// and pcfg; inForce are the limits in force.
+func (s *Server) newSession(f *frames.Open, req proc.Request, pcfg proc.Config, p Process, inForce *frames.Limits) *session {
+	cfg := &s.cfg
 	id, token := randomHex(16), randomHex(32)
 	se := &session{
 		srv:        s,
@@ -231,19 +283,17 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 			StartedAt:        frames.FormatTime(p.StartedAt()),
 			Limits:           inForce,
 		},
+		exitReasons:  f.ExitReasons,
 		p:            p,
 		log:          s.log.With("process", id, "instance", f.InstanceID),
-		stdoutWindow: bcfg.StdoutWindow,
-		stdinWindow:  bcfg.StdinWindow,
-		stderrRing:   bcfg.StderrRing,
-		cost:         cost,
+		stdoutWindow: pcfg.StdoutWindow,
+		stdinWindow:  pcfg.StdinWindow,
+		stderrRing:   pcfg.StderrRing,
 		gone:         make(chan struct{}),
 		pumpDone:     make(chan struct{}),
-		recv:         credit.NewReceiver(int64(bcfg.StdinWindow)),
+		recv:         credit.NewReceiver(int64(pcfg.StdinWindow)),
 		kick:         make(chan struct{}, 1),
 	}
-	se.setAttachedLocked(c) // not yet shared: no lock needed
-	se.exitReasons = f.ExitReasons
 	if !cfg.NoCompression {
 		if frames.EncListHas(f.OutputEnc, frames.EncS2) {
 			se.outEnc = frames.EncS2
@@ -252,14 +302,13 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 			se.inEnc = frames.EncS2
 		}
 	}
-
 	se.opened = &frames.Opened{
 		ProcessID:    id,
 		Token:        token,
 		Evidence:     se.evidence,
-		StdinLimit:   int64(bcfg.StdinWindow),
-		StdoutWindow: int64(bcfg.StdoutWindow),
-		StderrWindow: int64(bcfg.StderrRing),
+		StdinLimit:   int64(pcfg.StdinWindow),
+		StdoutWindow: int64(pcfg.StdoutWindow),
+		StderrWindow: int64(pcfg.StderrRing),
 		GraceMS:      cfg.Grace.Milliseconds(),
 		HeartbeatMS:  max(cfg.Heartbeat, 0).Milliseconds(),
 		ExitWaitMS:   cfg.ExitWait.Milliseconds(),
@@ -268,16 +317,23 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		StdinEnc:     se.inEnc,
 		TTY:          f.TTY != nil,
 	}
+	return se
+}
 
+// register makes se, started under reservation po, the session of its
+// instance, starts its pump and attaches c. A shutdown begun meanwhile
+// destroys the child and refuses the open; a destroy by the open's key
+// that came while it started destroys it now, and its tombstone answers.
+func (s *Server) register(c *conn, se *session, po *pendingOpen) (st closeStatus, ok bool) {
 	s.mu.Lock()
-	delete(s.opening, f.InstanceID)
+	delete(s.opening, se.instanceID)
 	if s.closing {
-		s.releaseInstanceLocked(f.InstanceID)
+		s.releaseInstanceLocked(se.instanceID)
 		s.mu.Unlock()
-		if err := p.Destroy(); err != nil {
+		if err := se.p.Destroy(); err != nil {
 			s.log.Error("destroy process", "err", err)
 		}
-		s.budget.give(cost)
+		s.budget.give(se.cost)
 		return c.refuseShutdown(opOpen), false
 	}
 	killed := po.killed
@@ -288,11 +344,11 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		// it reserved), and a later open with the key is refused.
 		se.setAttachedLocked(nil)
 	}
-	s.sessions[id] = se
-	s.instances[f.InstanceID] = se
+	s.sessions[se.id] = se
+	s.instances[se.instanceID] = se
 	s.wg.Add(1)
 	s.mu.Unlock()
-	if cn, ok := p.(ChangeNotifier); ok {
+	if cn, ok := se.p.(ChangeNotifier); ok {
 		cn.OnChange(se.changed)
 	}
 	go func() {
@@ -308,9 +364,9 @@ func (s *Server) open(c *conn, f *frames.Open) (st closeStatus, ok bool) {
 		}
 		return c.refuse(tombstoneError(ts, opOpen)), false
 	}
-	se.log.Info("process started", "pid", p.Pid(), "executable", req.Executable,
-		"stdout_window", bcfg.StdoutWindow, "stdin_window", bcfg.StdinWindow)
-	s.hook(hookStarted, id)
+	se.log.Info("process started", "pid", se.p.Pid(), "executable", se.evidence.Executable,
+		"stdout_window", se.stdoutWindow, "stdin_window", se.stdinWindow)
+	s.hook(hookStarted, se.id)
 	opened := *se.opened
 	c.attach(se, &opened, 0, 0, nil)
 	return closeStatus{}, true
@@ -437,13 +493,7 @@ func (s *Server) takeOver(c *conn, se *session, op string, stdoutFrom, stderrFro
 	}
 	if err != nil {
 		se.mu.Unlock()
-		e := &frames.Error{Code: frames.OperationFailed, Operation: op, Reason: "replay_beyond_end"}
-		if gap, isGap := errors.AsType[*replay.GapError](err); isGap {
-			e.Reason = "replay_gap"
-			e.Gap = &frames.Gap{Requested: gap.Requested, Oldest: gap.Oldest}
-			s.m.replayGap()
-		}
-		return c.refuse(e), false
+		return c.refuse(s.replayError(op, err)), false
 	}
 	old := se.attached
 	detached := time.Duration(0)
@@ -454,20 +504,7 @@ func (s *Server) takeOver(c *conn, se *session, op string, stdoutFrom, stderrFro
 	se.stopGraceLocked()
 	se.syncStdinLocked()
 	se.recv.Grant()
-	var hello frames.Frame
-	if op == opOpen {
-		opened := *se.opened
-		opened.StdinLimit = se.recv.Limit()
-		hello = &opened
-	} else {
-		hello = &frames.Resumed{
-			ProcessID:     se.id,
-			Evidence:      se.evidence,
-			StdinReceived: se.recv.Received(),
-			StdinLimit:    se.recv.Limit(),
-			TTY:           se.opened.TTY,
-		}
-	}
+	hello := se.helloLocked(op)
 	se.mu.Unlock()
 	if old != nil {
 		old.closeWith(closeStatus{code: statusResumedElsewhere, reason: "resumed elsewhere"})
@@ -492,6 +529,36 @@ func (s *Server) takeOver(c *conn, se *session, op string, stdoutFrom, stderrFro
 		exit:   exited,
 	})
 	return closeStatus{}, true
+}
+
+// replayError refuses an operation op whose replay cannot start where the
+// client asked: before the oldest byte held (a gap) or beyond the end.
+func (s *Server) replayError(op string, err error) *frames.Error {
+	e := &frames.Error{Code: frames.OperationFailed, Operation: op, Reason: "replay_beyond_end"}
+	if gap, isGap := errors.AsType[*replay.GapError](err); isGap {
+		e.Reason = "replay_gap"
+		e.Gap = &frames.Gap{Requested: gap.Requested, Oldest: gap.Oldest}
+		s.m.replayGap()
+	}
+	return e
+}
+
+// helloLocked is the first frame of a connection taking se over for op:
+// opened again (a repeated open), else resumed, with the stdin credit as
+// it stands. s.mu must be held.
+func (s *session) helloLocked(op string) frames.Frame {
+	if op == opOpen {
+		opened := *s.opened
+		opened.StdinLimit = s.recv.Limit()
+		return &opened
+	}
+	return &frames.Resumed{
+		ProcessID:     s.id,
+		Evidence:      s.evidence,
+		StdinReceived: s.recv.Received(),
+		StdinLimit:    s.recv.Limit(),
+		TTY:           s.opened.TTY,
+	}
 }
 
 // tombstoneError answers an operation op (a resume, or an open repeating

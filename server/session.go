@@ -23,9 +23,9 @@ const (
 
 // session is one process and the state that outlives its connections:
 // identity, stdin credit, signal history, the attached connection and the
-// grace timer. Its fields below mu are guarded by mu; lock order is
-// session.mu, then the process's own locks (Stdout, Stderr, stdin), never
-// the reverse, and Server.mu is never held while taking session.mu.
+// grace timer. Its fields below mu are guarded by mu. The lock order is in
+// doc.go: in, then mu, then the process's own locks (Stdout, Stderr,
+// stdin), never the reverse; no pipe is written while mu is held.
 type session struct {
 	srv         *Server
 	id          string // process id, 32 hex digits
@@ -55,13 +55,19 @@ type session struct {
 	att        atomic.Pointer[conn]
 	sigWaiting atomic.Bool
 
+	// in orders the stdin stream: held from a stdin frame's check to the
+	// end of its push (or stdin_close's), so that pushes reach the process
+	// in the order of their offsets, even across a resume, while mu is
+	// free. It is taken before mu, never while mu is held.
+	in sync.Mutex
+
 	mu          sync.Mutex
 	state       sessionState
 	settled     chan struct{}    // while destroying: closed when the attempt ends, whatever its result
 	attached    *conn            // the connection serving the process, or nil when detached; set with setAttachedLocked
 	recv        *credit.Receiver // stdin credit
-	stdinClosed bool             // stdin_close was received
-	stdinFailed bool             // the process failed a stdin write: stdin is discarded from then on
+	stdinClosed bool             // stdin_close was received; set holding in and mu, read holding either
+	stdinFailed bool             // the process failed a stdin write: stdin is discarded from then on; as stdinClosed
 	lastSignal  int64            // highest signal id seen (delivered, failed or waiting)
 	signals     [signalHistory]signalRecord
 	nsignals    int             // signals recorded so far; the last ones are in signals
@@ -103,7 +109,7 @@ func (s *session) setAttachedLocked(c *conn) {
 // successor's writer steps once after it attached, so nothing it must send
 // waits for a wakeup that went astray. Stdin that a PushStdin call wrote
 // itself wakes no one: the reader that pushed it wakes the writer when a
-// credit grant is due (conn.stdin), which spares a futile wakeup on every
+// credit grant is due (session.pushed), which spares a futile wakeup on every
 // interactive write.
 func (s *session) changed(what proc.Change) {
 	switch c := s.att.Load(); {

@@ -173,18 +173,3 @@ func stdinFailure(err error) *frames.Error {
 	return &frames.Error{Code: frames.OperationFailed, Operation: opWriteStdin, Reason: "stdin_failed",
 		Message: cleanMessage(err.Error())}
 }
-
-// failStdinLocked ends the stdin stream after the process failed a write
-// or the half-close: the child's stdin is closed (best effort), and every
-// byte received from then on is discarded but credited, as after a broken
-// pipe. s.mu must be held.
-func (s *session) failStdinLocked(err error) {
-	s.log.Warn("stdin failed; stdin is discarded from now on", "err", err)
-	s.stdinFailed = true
-	if !s.stdinClosed {
-		if cerr := s.p.CloseStdin(); cerr != nil {
-			s.log.Warn("close stdin after its failure", "err", cerr)
-		}
-	}
-	s.deliverSignalsLocked() // nothing waits for stdin now
-}

@@ -67,25 +67,3 @@ func ttyEnv(env map[string]string, t *frames.TTY) map[string]string {
 	e["TERM"] = t.Term
 	return e
 }
-
-// resize serves a resize frame: allowed only on a session with a terminal
-// (else 1002), applied at once, not answered, ignored after the exit.
-func (c *conn) resize(f *frames.Resize) (closeStatus, bool) {
-	se := c.sess
-	if !se.opened.TTY {
-		return protocolError("resize on a session without a terminal"), true
-	}
-	if st, ok := c.lock(); !ok {
-		return st, true
-	}
-	se.mu.Unlock()
-	if _, exited := se.p.Exit(); exited {
-		return closeStatus{}, false
-	}
-	if tp, ok := se.p.(TTYProcess); ok {
-		if err := tp.Resize(uint16(f.Rows), uint16(f.Cols), uint16(f.XPixel), uint16(f.YPixel)); err != nil {
-			se.log.Debug("resize", "err", err)
-		}
-	}
-	return closeStatus{}, false
-}
