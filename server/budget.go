@@ -13,6 +13,7 @@ import (
 
 	"github.com/procwire/procwire/frames"
 	"github.com/procwire/procwire/internal/chunk"
+	"github.com/procwire/procwire/internal/link"
 )
 
 // budget is the memory the server has promised (Config.MaxMemory): the
@@ -195,25 +196,21 @@ func (c *conn) readFirstFrame(ctx context.Context) (f frames.Frame, st closeStat
 	release = m.release
 	typ, r, err := c.ws.Reader(ctx)
 	if err != nil {
-		return nil, readFailure(err), false, release
+		return nil, linkStatus(link.ReadFailure(err)), false, release
 	}
 	switch err := m.read(ctx, r); {
 	case errors.Is(err, errBudget):
 		m.release()
 		return nil, c.refuse(resourcesError("", "the first frame does not fit the server's memory budget")), false, release
 	case err != nil:
-		return nil, readFailure(err), false, release
+		return nil, linkStatus(link.ReadFailure(err)), false, release
 	}
 	if typ != websocket.MessageText {
-		return nil, protocolError("frames are text messages, got a binary one"), false, release
+		return nil, linkStatus(link.BinaryFailure()), false, release
 	}
-	f, err = c.dec.Decode(m.bytes())
+	f, err = c.rd.Dec.Decode(m.bytes())
 	if err != nil {
-		code := websocket.StatusInvalidFramePayloadData
-		if errors.Is(err, frames.ErrLineTooLong) {
-			code = websocket.StatusMessageTooBig
-		}
-		return nil, closeStatus{code: code, reason: truncate(err.Error(), 123)}, false, release
+		return nil, linkStatus(link.DecodeFailure(err)), false, release
 	}
 	if m.n <= firstSmall {
 		// A small frame's values are small: its chunk goes back now, so

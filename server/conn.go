@@ -2,11 +2,8 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/procwire/procwire/frames"
 	"github.com/procwire/procwire/internal/coalesce"
+	"github.com/procwire/procwire/internal/link"
 	"github.com/procwire/procwire/replay"
 )
 
@@ -49,6 +47,11 @@ func protocolError(format string, args ...any) closeStatus {
 	return closeStatus{code: websocket.StatusProtocolError, reason: truncate(fmt.Sprintf(format, args...), 123)}
 }
 
+// linkStatus is the close status of a failed read (see link.Close).
+func linkStatus(cl link.Close) closeStatus {
+	return closeStatus{code: cl.Code, reason: cl.Reason, abrupt: cl.Abrupt}
+}
+
 func internalStatus(format string, args ...any) closeStatus {
 	return closeStatus{code: websocket.StatusInternalError, reason: truncate(fmt.Sprintf(format, args...), 123)}
 }
@@ -74,8 +77,10 @@ type replayMark struct {
 }
 
 // conn serves one WebSocket connection. Three goroutines share it: the
-// handler (ServeHTTP's, which reads frames), the writer (the only one that
-// writes frames) and the heartbeat. Fields are owned as marked.
+// handler (ServeHTTP's, which reads frames), the writer (which writes
+// frames) and the heartbeat; a process's output pump may write stream
+// frames too, in a turn it takes from the writer (kick). Fields are owned
+// as marked.
 type conn struct {
 	srv    *Server
 	ws     *websocket.Conn
@@ -90,7 +95,6 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	wake       chan struct{}     // capacity 1: the session has news for the writer
 	ctrl       chan frames.Frame // answers from the reader to the writer
 	stop       chan struct{}     // closed by closeWith: the writer finishes and closes
 	closeOnce  sync.Once
@@ -114,42 +118,34 @@ type conn struct {
 
 	// Owned by the handler goroutine; sess is set before the writer starts
 	// and never changes.
-	dec  frames.Decoder
-	rbuf []byte
+	rd   link.Reader // with the guard's hooks (readGuard)
 	sess *session
 	// pings: the first frame asked for application-level pings; the hello
 	// says so and every ping is answered with a pong (set before the
 	// writer starts).
 	pings bool
 
-	// The writer's lock: the writer goroutine holds it while it writes,
-	// and a kick takes it when it is free. dirty asks the holder to look
-	// again. co is the connection's write coalescer (nil: not ours).
-	wmu     sync.Mutex
-	dirty   atomic.Bool
-	co      *coalesce.Coalescer
-	tryable bool // co.CanTry(), fixed once the connection is wrapped
+	// The turn to write stream frames: the writer goroutine takes it to
+	// write, and a kick (an output pump) when it is free; its state says
+	// who writes (link.State). It wakes the writer.
+	lw link.Turn
 
 	// stopCloseOnCancel stops the AfterFunc that closes ws when ctx ends
 	// (set before the writer starts).
 	stopCloseOnCancel func() bool
 
-	// Guarded by wmu.
-	wready     bool  // the hello is written: stream frames may follow
-	wclosed    bool  // the writer is closing: no more kicks
-	nowait     bool  // a kick is writing: writeBuffered must not wait
-	stalled    bool  // a kick's frame is pending: the writer sends it
-	kickErr    error // a kick's write failed; the writer returns it
+	// Held by whoever has lw's turn (the writer alone once lw is closed).
+	sendOut    func() (bool, error) // c.sendStreams, for kicks
 	view       stepView
 	viewStdout func(*replay.Buffer) // c.stdoutView
 	viewStderr func(*replay.Ring)   // c.stderrView
-	frame      struct {             // frames step encodes, kept to spare an allocation each
+	frame      struct {             // frames sendStreams encodes, kept to spare an allocation each
 		stdout frames.Stdout
 		stderr frames.Stderr
 		credit frames.Credit
 	}
 	wbuf       []byte
-	hello      frames.Frame // opened or resumed, sent first
+	greeting   frames.Frame // opened or resumed, sent first
 	stderrSent int64
 	eofSent    bool
 	exitSent   bool
@@ -161,11 +157,9 @@ func newConn(s *Server, ws *websocket.Conn, co *coalesce.Coalescer, remote strin
 	c := &conn{
 		srv:        s,
 		ws:         ws,
-		co:         co,
 		remote:     remote,
 		ctx:        ctx,
 		cancel:     cancel,
-		wake:       make(chan struct{}, 1),
 		sigRoom:    make(chan struct{}, 1),
 		ctrl:       make(chan frames.Frame, ctrlQueue),
 		stop:       make(chan struct{}),
@@ -173,7 +167,9 @@ func newConn(s *Server, ws *websocket.Conn, co *coalesce.Coalescer, remote strin
 		hbDone:     make(chan struct{}),
 	}
 	c.viewStdout, c.viewStderr = c.stdoutView, c.stderrView
-	c.tryable = co.CanTry()
+	c.sendOut = c.sendStreams
+	c.lw.Init(co, false)
+	c.rd.Init(ws, readGuard{c})
 	return c
 }
 
@@ -190,7 +186,7 @@ func (c *conn) serve() {
 	} else {
 		close(c.hbDone)
 	}
-	st, attached := c.first()
+	st, attached := c.serveFirstFrame()
 	// From here reads and writes take no context (a context with a Done
 	// channel costs an allocation and a registration per message); the
 	// connection's own context ends them by closing it.
@@ -248,12 +244,7 @@ func (c *conn) stopping() bool {
 }
 
 // wakeUp tells the writer that the session has news. It never blocks.
-func (c *conn) wakeUp() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
+func (c *conn) wakeUp() { c.lw.Wake() }
 
 // send queues an answer for the writer, waiting while the queue is full.
 // An answer that fits is queued even when the connection is closing: the
@@ -311,15 +302,15 @@ func refusalReason(e *frames.Error) string {
 
 // attach makes c serve se from the given offsets; called by the handler
 // goroutine before the writer starts.
-func (c *conn) attach(se *session, hello frames.Frame, stdoutOff, stderrOff int64, mark *replayMark) {
+func (c *conn) attach(se *session, greeting frames.Frame, stdoutOff, stderrOff int64, mark *replayMark) {
 	c.sess = se
-	switch h := hello.(type) {
+	switch h := greeting.(type) {
 	case *frames.Opened:
 		h.Pings = c.pings
 	case *frames.Resumed:
 		h.Pings = c.pings
 	}
-	c.hello = hello
+	c.greeting = greeting
 	c.stdoutSent.Store(stdoutOff)
 	c.stderrSent = stderrOff
 	c.replay = mark
@@ -329,98 +320,29 @@ func (c *conn) attach(se *session, hello frames.Frame, stdoutOff, stderrOff int6
 // drops the connection.
 func (c *conn) heartbeat(every time.Duration, log *slog.Logger) {
 	defer close(c.hbDone)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(c.ctx, every)
-		err := c.ws.Ping(ctx)
-		cancel()
-		if err != nil {
-			if c.ctx.Err() == nil {
-				log.Info("heartbeat failed", "err", err)
-				c.closeWith(closeStatus{code: websocket.StatusGoingAway, reason: "heartbeat timeout", abrupt: true})
-			}
-			c.cancel()
-			return
-		}
+	if err := link.Heartbeat(c.ctx, every, c.ws.Ping); err != nil {
+		log.Info("heartbeat failed", "err", err)
+		c.closeWith(closeStatus{code: websocket.StatusGoingAway, reason: "heartbeat timeout", abrupt: true})
+		c.cancel()
 	}
 }
 
 // readFrame reads one message into the reused buffer and decodes it. When
 // ok is false, st says how the connection ends.
 func (c *conn) readFrame(ctx context.Context) (f frames.Frame, st closeStatus, ok bool) {
-	typ, r, err := c.ws.Reader(ctx)
-	if err != nil {
-		return nil, readFailure(err), false
-	}
-	// From its first frame, a message has MessageTimeout to end, and
-	// frames besides its payload are bounded (msgGuard).
-	timeout := c.srv.cfg.MessageTimeout
-	c.guard.begin(timeout)
-	defer c.guard.end(timeout)
-	buf := c.rbuf[:0]
-	for {
-		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, max(cap(buf), 512))
-		}
-		c.guard.allow(len(buf), cap(buf)-len(buf))
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			c.rbuf = buf[:0]
-			if st, ok := guardFailure(err, timeout); ok {
-				return nil, st, false
-			}
-			return nil, readFailure(err), false
-		}
-	}
-	c.rbuf = buf[:0]
-	if typ != websocket.MessageText {
-		return nil, protocolError("frames are text messages, got a binary one"), false
-	}
-	f, err = c.dec.Decode(buf)
-	if err != nil {
-		code := websocket.StatusInvalidFramePayloadData
-		if errors.Is(err, frames.ErrLineTooLong) {
-			// The read limit lets through a message of exactly the limit,
-			// which is over it without its '\n' (PROTOCOL.md §2): it is
-			// closed as the read limit closes a longer one (§7).
-			code = websocket.StatusMessageTooBig
-		}
-		return nil, closeStatus{code: code, reason: truncate(err.Error(), 123)}, false
+	f, cl, ok := c.rd.Read(ctx)
+	if !ok {
+		return nil, linkStatus(cl), false
 	}
 	return f, closeStatus{}, true
 }
 
-// readFailure describes a connection whose read failed.
-func readFailure(err error) closeStatus {
-	if errors.Is(err, websocket.ErrMessageTooBig) {
-		// The library has already sent close 1009. Not abrupt: the rest
-		// of the message is still arriving, and closing the socket with
-		// it unread would reset the connection, which can destroy the
-		// close frame before the peer reads it. The close handshake
-		// reads and discards it (bounded by the library's 5 s).
-		return closeStatus{code: websocket.StatusMessageTooBig, reason: "message too big"}
-	}
-	if code := websocket.CloseStatus(err); code != -1 {
-		return closeStatus{code: code, reason: "closed by peer", abrupt: true}
-	}
-	return closeStatus{code: websocket.StatusAbnormalClosure, reason: truncate(err.Error(), 123), abrupt: true}
-}
-
-// first reads and serves the first frame. attached reports whether c now
-// serves a session; otherwise st says how the connection ends.
-func (c *conn) first() (st closeStatus, attached bool) {
+// serveFirstFrame reads and serves the first frame. attached reports
+// whether c now serves a session; otherwise st says how the connection
+// ends.
+func (c *conn) serveFirstFrame() (st closeStatus, attached bool) {
 	c.ws.SetReadLimit(frames.MaxFirstLine)
-	c.dec.MaxLine = frames.MaxFirstLine
+	c.rd.Dec.MaxLine = frames.MaxFirstLine
 	// A peer that connects and says nothing does not hold a connection
 	// (and its first-frame read limit) for ever, nor a shutdown.
 	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.FirstFrameTimeout)
@@ -445,10 +367,7 @@ func (c *conn) first() (st closeStatus, attached bool) {
 	c.ws.SetReadLimit(frames.MaxLine)
 	// A fresh decoder and buffer: a huge first frame's scratch space is
 	// not kept for the life of the connection.
-	c.dec = frames.Decoder{MaxLine: frames.MaxLine, MaxData: c.srv.cfg.MaxFrameData}
-	if cap(c.rbuf) > frames.MaxLine {
-		c.rbuf = nil
-	}
+	c.rd.Reset(frames.Decoder{MaxLine: frames.MaxLine, MaxData: c.srv.cfg.MaxFrameData}, frames.MaxLine)
 	if st, bad := c.route.check(f); bad {
 		return c.refuseStatus(refuseRouting, st), false
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/procwire/procwire/internal/link"
 )
 
 // maxMessageHeaderBytes bounds the bytes of one message read besides its
@@ -80,12 +82,24 @@ func (g *msgGuard) end(timeout time.Duration) {
 }
 
 // guardFailure describes a read the guard ended, or reports false.
-func guardFailure(err error, timeout time.Duration) (closeStatus, bool) {
+func guardFailure(err error, timeout time.Duration) (link.Close, bool) {
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return closeStatus{code: websocket.StatusPolicyViolation, reason: fmt.Sprintf("message not complete within %v", timeout), abrupt: true}, true
+		return link.Close{Code: websocket.StatusPolicyViolation, Reason: fmt.Sprintf("message not complete within %v", timeout), Abrupt: true, Err: err}, true
 	case errors.Is(err, errTooManyFrames):
-		return closeStatus{code: websocket.StatusPolicyViolation, reason: errTooManyFrames.Error(), abrupt: true}, true
+		return link.Close{Code: websocket.StatusPolicyViolation, Reason: errTooManyFrames.Error(), Abrupt: true, Err: err}, true
 	}
-	return closeStatus{}, false
+	return link.Close{}, false
+}
+
+// readGuard is a connection's msgGuard (nil in tests that dial no socket)
+// as its link.Reader's Guard: from its first frame, a message has
+// MessageTimeout to end, and frames besides its payload are bounded.
+type readGuard struct{ c *conn }
+
+func (g readGuard) Begin()                    { g.c.guard.begin(g.c.srv.cfg.MessageTimeout) }
+func (g readGuard) Allow(delivered, room int) { g.c.guard.allow(delivered, room) }
+func (g readGuard) End()                      { g.c.guard.end(g.c.srv.cfg.MessageTimeout) }
+func (g readGuard) Failure(err error) (link.Close, bool) {
+	return guardFailure(err, g.c.srv.cfg.MessageTimeout)
 }

@@ -79,7 +79,7 @@ func TestSignals(t *testing.T) {
 }
 
 func TestSignalHistory(t *testing.T) {
-	c := &conn{wake: make(chan struct{}, 1)}
+	c := &conn{} // its writer's wakeup (c.lw) is a no-op until Init
 	s := &session{p: &countingProcess{Process: fakeProcess{}}, recv: credit.NewReceiver(1024),
 		log: slog.New(slog.DiscardHandler), attached: c}
 	answer := func(id int64) frames.Frame {

@@ -13,16 +13,15 @@ import (
 	"github.com/procwire/procwire/replay"
 )
 
-// writeLoop is the connection's writer: the hello frame, then answers and
-// the session's streams as they come, then what the close requires and the
-// close itself. The process's output pumps may write stream frames too
-// (kick), under the same wmu, when the writer is idle.
+// writeLoop is the connection's writer: the greeting (opened or resumed),
+// then answers and the session's streams as they come, then what the
+// close requires and the close itself. The process's output pumps may
+// write stream frames too (kick), in a turn they take from the writer
+// (c.lw) when it is idle.
 func (c *conn) writeLoop(log *slog.Logger) {
 	defer close(c.writerDone)
 	err := c.writeFrames()
-	c.wmu.Lock()
-	c.wclosed = true // no kick from now on
-	c.wmu.Unlock()
+	c.lw.Close() // no kick from now on
 	if err == nil {
 		err = c.writeFinal()
 	}
@@ -48,13 +47,15 @@ func (c *conn) writeLoop(log *slog.Logger) {
 
 // writeFrames writes until closeWith.
 func (c *conn) writeFrames() error {
-	c.wmu.Lock()
+	c.lw.Lock()
 	var err error
-	if c.hello != nil {
-		err = c.write(c.hello)
+	if c.greeting != nil {
+		err = c.write(c.greeting)
 	}
-	c.wready = err == nil // stream frames may follow now
-	c.wmu.Unlock()
+	if err == nil {
+		c.lw.Opened() // stream frames may follow now
+	}
+	c.lw.Unlock()
 	if err != nil {
 		return err
 	}
@@ -69,24 +70,19 @@ func (c *conn) writeFrames() error {
 			return nil
 		default:
 		}
-		c.wmu.Lock()
-		c.dirty.Store(false)
 		answered, progressed := false, false
-		err := c.kickErr // a kick's write failed
-		if err == nil {
-			err = c.co.FlushPending() // what a kick left
-		}
+		err := c.lw.Begin() // a kick's failed write, or what a kick left pending
 		if err == nil {
 			answered, err = c.writeAnswers()
 		}
 		if err == nil {
-			progressed, err = c.step()
+			progressed, err = c.sendStreams()
 		}
-		c.wmu.Unlock()
+		again := c.lw.End()
 		if err != nil {
 			return err
 		}
-		if progressed || answered || c.dirty.Load() {
+		if progressed || answered || again {
 			continue
 		}
 		select {
@@ -94,7 +90,7 @@ func (c *conn) writeFrames() error {
 			if err := c.writeLocking(f); err != nil {
 				return err
 			}
-		case <-c.wake:
+		case <-c.lw.Woken():
 		case <-c.stop:
 			return nil
 		case <-c.ctx.Done():
@@ -103,10 +99,10 @@ func (c *conn) writeFrames() error {
 	}
 }
 
-// writeLocking writes f holding wmu.
+// writeLocking writes f in the writer's turn.
 func (c *conn) writeLocking(f frames.Frame) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	c.lw.Lock()
+	defer c.lw.Unlock()
 	return c.write(f)
 }
 
@@ -119,41 +115,13 @@ const kickMax = 16 << 10
 // ever waiting on the network: a frame the socket does not take whole stays
 // pending in the coalescer, and the writer, woken, sends it. It spares the
 // writer's wakeup on every chunk of output: for an interactive child, a
-// third of a round trip. Otherwise it wakes the writer.
-//
-// One wait remains: behind a ping or pong that another goroutine is writing
-// to a stalled connection, which the heartbeat bounds.
-func (c *conn) kick() {
-	c.dirty.Store(true)
-	for c.dirty.Load() && c.wmu.TryLock() {
-		c.dirty.Store(false)
-		if c.wclosed || !c.wready || c.kickErr != nil || !c.tryable {
-			c.wmu.Unlock()
-			c.wakeUp()
-			return
-		}
-		c.nowait = true
-		var err error
-		for progressed := true; progressed && err == nil && !c.stalled; {
-			progressed, err = c.step()
-		}
-		stalled := c.stalled
-		c.nowait, c.stalled = false, false
-		if err != nil {
-			c.kickErr = err // the writer returns it
-		}
-		c.wmu.Unlock()
-		if err != nil || stalled {
-			c.wakeUp()
-			return
-		}
-	}
-}
+// third of a round trip. Otherwise it wakes the writer (see link.Turn).
+func (c *conn) kick() { c.lw.Kick(c.sendOut) }
 
 // writeFinal writes what a kick left, the answers still queued and, after
-// a destroy, exit and destroyed. wclosed is set: nothing else writes.
+// a destroy, exit and destroyed. c.lw is closed: nothing else writes.
 func (c *conn) writeFinal() error {
-	if err := c.co.FlushPending(); err != nil {
+	if err := c.lw.FlushPending(); err != nil {
 		return err
 	}
 	if _, err := c.writeAnswers(); err != nil {
@@ -204,53 +172,87 @@ func (c *conn) writeAnswers() (wrote bool, err error) {
 	return wrote, nil
 }
 
-// step sends what the session has ready: one stdout frame (or stdout_eof),
-// the stderr held, the exit, a credit. progressed reports whether it sent
-// anything; the writer calls it again until it did not.
-func (c *conn) step() (progressed bool, err error) {
+// sendStreams sends what the session has ready: one stdout frame (or
+// stdout_eof), the stderr held, the exit, a credit. progressed reports
+// whether it sent anything; the writer (or a kick) calls it again until it
+// did not.
+func (c *conn) sendStreams() (progressed bool, err error) {
 	se := c.sess
 	if se == nil {
 		return false, nil
 	}
-	maxData := c.srv.cfg.MaxFrameData
 	// Read the exit before the stdout buffer: the bridge records EOF before
 	// it publishes the exit, so an exit seen here comes with its EOF.
 	exit, exited := se.p.Exit()
-
-	sent := c.stdoutSent.Load()
+	from := c.stdoutSent.Load()
 	v := &c.view
-	v.from, v.max, v.enc = sent, maxData, se.outEnc
+	v.from, v.max, v.enc = from, c.srv.cfg.MaxFrameData, se.outEnc
 	se.p.Stdout(c.viewStdout)
-	if c.stalled {
-		return false, nil // a kick met a backlog: the writer takes over
-	}
-	n, eofOff, eof, sliceErr := v.n, v.eofOff, v.eof, v.err
 	switch {
-	case sliceErr != nil && c.stopping():
+	case c.lw.Stalled():
+		return false, nil // a kick met a backlog: the writer takes over
+	case v.err != nil && c.stopping():
 		// Replaced by a resume whose client acked past what this
 		// connection sent; it is closing with 4001.
 		return false, nil
-	case sliceErr != nil:
-		return false, &internalError{fmt.Errorf("stdout from %d: %w", sent, sliceErr)}
+	case v.err != nil:
+		return false, &internalError{fmt.Errorf("stdout from %d: %w", from, v.err)}
+	}
+	eof := v.eof
+	if progressed, err = c.sendStdout(from); err != nil {
+		return false, err
+	}
+	if sent, err := c.sendStderr(se); err != nil {
+		return false, err
+	} else if sent {
+		progressed = true
+	}
+	// exit follows stdout_eof when the stream ended; when it did not (a
+	// descendant holds stdout, or the window is full), the bridge has
+	// already waited ExitWait and stdout goes on after exit.
+	if exited && !c.exitSent && (!eof || c.eofSent) {
+		c.exitSent = true
+		if err := c.write(se.exitOf(exit)); err != nil {
+			return false, err
+		}
+		progressed = true
+	}
+	credited, err := c.sendCredit(se)
+	if err != nil {
+		return false, err
+	}
+	return progressed || credited, nil
+}
+
+// sendStdout sends the stdout frame the view encoded from offset from, or
+// the stdout_eof.
+func (c *conn) sendStdout(from int64) (sent bool, err error) {
+	v := &c.view
+	switch n := v.n; {
 	case n > 0:
 		// Published before the write: the peer may ack the frame before
 		// Write returns.
-		c.stdoutSent.Store(sent + int64(n))
+		c.stdoutSent.Store(from + int64(n))
 		c.srv.m.stdoutSent(n) // counted before too: the peer may see it before Write returns
 		if err := c.writeBuffered(); err != nil {
 			return false, err
 		}
-		progressed = true
-	case eof && sent == eofOff && !c.eofSent:
+		return true, nil
+	case v.eof && from == v.eofOff && !c.eofSent:
 		c.eofSent = true
-		if err := c.write(&frames.StdoutEOF{Off: eofOff}); err != nil {
+		if err := c.write(&frames.StdoutEOF{Off: v.eofOff}); err != nil {
 			return false, err
 		}
-		progressed = true
+		return true, nil
 	}
+	return false, nil
+}
 
-	// All the stderr held now (at most the ring, so a flood cannot starve
-	// stdout), so that an exit sent below follows the stderr before it.
+// sendStderr sends all the stderr held now (at most the ring, so a flood
+// cannot starve stdout), so that an exit sent after it follows the stderr
+// before it.
+func (c *conn) sendStderr(se *session) (sent bool, err error) {
+	v := &c.view
 	for v.end = -1; v.end < 0 || c.stderrSent < v.end; {
 		v.from = c.stderrSent
 		se.p.Stderr(c.viewStderr)
@@ -264,52 +266,46 @@ func (c *conn) step() (progressed bool, err error) {
 			return false, err
 		}
 		c.stderrSent = from + int64(n)
-		progressed = true
+		sent = true
 	}
+	return sent, nil
+}
 
-	// exit follows stdout_eof when the stream ended; when it did not (a
-	// descendant holds stdout, or the window is full), the bridge has
-	// already waited ExitWait and stdout goes on after exit.
-	if exited && !c.exitSent && (!eof || c.eofSent) {
-		c.exitSent = true
-		if err := c.write(se.exitOf(exit)); err != nil {
-			return false, err
-		}
-		progressed = true
-	}
-
+// sendCredit sends the stdin credit due, once a resume's replay is
+// complete.
+func (c *conn) sendCredit(se *session) (sent bool, err error) {
 	force := false
 	if m := c.replay; m != nil {
 		if c.stdoutSent.Load() < m.stdout || c.stderrSent < m.stderr || m.eof && !c.eofSent || m.exit && !c.exitSent {
-			return progressed, nil // credit waits for the replay
+			return false, nil // credit waits for the replay
 		}
 		c.replay = nil
 		force = true
 	}
-	if c.nowait && !force {
+	if c.lw.Calling() && !force {
 		// A kick (an output pump writing its own output) leaves credit to
 		// the writer: whatever makes a grant due wakes it (the reader
 		// after a push, the stdin pump after a write). Taking the
 		// session's lock here would meet the reader holding it across its
 		// pipe write, once per exchange.
-		return progressed, nil
+		return false, nil
 	}
 	if cr, ok := se.credit(c, force); ok {
 		// c.frame's: a local's address, passed on as a Frame, would move
-		// it to the heap on every step, credit sent or not.
+		// it to the heap on every call, credit sent or not.
 		c.frame.credit = cr
 		if err := c.write(&c.frame.credit); err != nil {
 			return false, err
 		}
-		progressed = true
+		return true, nil
 	}
-	return progressed, nil
+	return false, nil
 }
 
-// stepView carries step's arguments into, and its results out of, the
+// stepView carries sendStreams's arguments into, and its results out of, the
 // views of the process's buffers, which run as callbacks under the
 // process's locks. The callbacks are method values bound once per
-// connection: a closure would escape to the heap on every step.
+// connection: a closure would escape to the heap on every call.
 type stepView struct {
 	from   int64  // in: the offset to read from; stderr out: where the bytes read start
 	max    int    // in: max_data
@@ -328,8 +324,8 @@ func (c *conn) stdoutView(b *replay.Buffer) {
 	v := &c.view
 	v.n, v.err = 0, nil
 	v.eofOff, v.eof = b.EOF()
-	if c.nowait && b.End()-v.from > kickMax {
-		c.stalled = true // a backlog: the writer sends it, the pump reads on
+	if c.lw.Calling() && b.End()-v.from > kickMax {
+		c.lw.Stall() // a backlog: the writer sends it, the pump reads on
 		return
 	}
 	a, _, err := b.Slice(v.from, v.max)
@@ -365,26 +361,17 @@ func (c *conn) write(f frames.Frame) error {
 	return c.writeBuffered()
 }
 
-// writeBuffered sends the frame encoded in wbuf. In a kick (nowait) the
+// writeBuffered sends the frame encoded in wbuf. In a kick's turn the
 // message is held and written, in one write, as far as the socket takes
-// it; the rest stays pending and the kick is marked stalled. Otherwise it
-// is written through (after anything pending), waiting as long as the
-// connection does, holding no copy of it. It has no context: c.ctx closes
-// c.ws.
+// it; the rest stays pending and the turn stalls. Otherwise it is written
+// through (after anything pending), waiting as long as the connection
+// does, holding no copy of it. It has no context: c.ctx closes c.ws.
 func (c *conn) writeBuffered() error {
-	if !c.nowait {
-		return c.ws.Write(context.Background(), websocket.MessageText, c.wbuf)
-	}
-	c.co.Hold()
-	err := c.ws.Write(context.Background(), websocket.MessageText, c.wbuf)
-	written, rerr := c.co.ReleaseNoWait()
+	written, err := c.lw.Write(context.Background(), c.ws, c.wbuf)
 	if !written {
 		// The pending rest is the one copy of the frame this
 		// connection holds while its peer is slow.
-		c.stalled, c.wbuf = true, nil
-	}
-	if err == nil {
-		err = rerr
+		c.wbuf = nil
 	}
 	return err
 }

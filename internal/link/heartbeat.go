@@ -7,9 +7,8 @@ import (
 
 // Heartbeat calls ping every interval, each call bounded by one interval,
 // until ctx ends (nil) or a ping fails while ctx has not ended (its
-// error). ping is the caller's hook: a client that lends its socket's
-// reads takes the socket back in it before it pings, since the pong is
-// read by whoever reads the connection.
+// error). ping is the caller's hook: whatever must happen before each
+// ping happens in it (the pong is read by whoever reads the connection).
 func Heartbeat(ctx context.Context, every time.Duration, ping func(context.Context) error) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
