@@ -44,7 +44,7 @@ type closeStatus struct {
 }
 
 func protocolError(format string, args ...any) closeStatus {
-	return closeStatus{code: websocket.StatusProtocolError, reason: truncate(fmt.Sprintf(format, args...), 123)}
+	return closeStatus{code: websocket.StatusProtocolError, reason: link.Truncate(fmt.Sprintf(format, args...), frames.MaxCloseReason)}
 }
 
 // linkStatus is the close status of a failed read (see link.Close).
@@ -53,7 +53,7 @@ func linkStatus(cl link.Close) closeStatus {
 }
 
 func internalStatus(format string, args ...any) closeStatus {
-	return closeStatus{code: websocket.StatusInternalError, reason: truncate(fmt.Sprintf(format, args...), 123)}
+	return closeStatus{code: websocket.StatusInternalError, reason: link.Truncate(fmt.Sprintf(format, args...), frames.MaxCloseReason)}
 }
 
 // internalError is a writer failure that is the server's fault, not the

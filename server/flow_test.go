@@ -108,7 +108,7 @@ func TestProtocolErrors(t *testing.T) {
 			ce := p.closed()
 			require.Equal(t, tc.code, ce.Code, "reason %q", ce.Reason)
 			require.Regexp(t, regexp.MustCompile(tc.reason), ce.Reason)
-			require.LessOrEqual(t, len(ce.Reason), 123)
+			require.LessOrEqual(t, len(ce.Reason), frames.MaxCloseReason)
 		})
 	}
 }

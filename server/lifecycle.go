@@ -10,12 +10,12 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
 	"github.com/procwire/procwire/credit"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/link"
 	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
@@ -392,18 +392,7 @@ func startError(err error) *frames.Error {
 // bytes.
 func cleanMessage(s string) string {
 	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "?")
-	return truncate(s, 1024)
-}
-
-// truncate cuts s to at most n bytes at a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return link.Truncate(s, 1024)
 }
 
 // randomHex returns n random bytes in hex.
@@ -481,7 +470,7 @@ func (s *Server) takeOver(c *conn, se *session, op string, stdoutFrom, stderrFro
 		// here). Taking over would close the live connection for a dead
 		// one.
 		se.mu.Unlock()
-		return c.refuseStatus(refuseStale, closeStatus{code: statusResumedElsewhere, reason: "attached to a newer connection"}), false
+		return c.refuseStatus(refuseStale, closeStatus{code: statusResumedElsewhere, reason: frames.ReasonAttachedToNewer}), false
 	}
 	if op == opOpen && (acked || se.recv.Received() > 0) {
 		// A client acknowledged stdout or sent stdin: it received opened
@@ -507,7 +496,7 @@ func (s *Server) takeOver(c *conn, se *session, op string, stdoutFrom, stderrFro
 	hello := se.helloLocked(op)
 	se.mu.Unlock()
 	if old != nil {
-		old.closeWith(closeStatus{code: statusResumedElsewhere, reason: "resumed elsewhere"})
+		old.closeWith(closeStatus{code: statusResumedElsewhere, reason: frames.ReasonResumedElsewhere})
 	}
 
 	var stderrOff, stderrEnd int64

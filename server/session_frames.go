@@ -6,6 +6,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/link"
 	"github.com/procwire/procwire/replay"
 )
 
@@ -37,7 +38,7 @@ func violated(format string, args ...any) *violation {
 // status is the close status a violation ends its connection with.
 func (v *violation) status() closeStatus {
 	if v.class == creditViolation {
-		return closeStatus{code: websocket.StatusPolicyViolation, reason: truncate(v.reason, 123)}
+		return closeStatus{code: websocket.StatusPolicyViolation, reason: link.Truncate(v.reason, frames.MaxCloseReason)}
 	}
 	return protocolError("%s", v.reason)
 }
@@ -49,7 +50,7 @@ type ending struct{ tomb *tombstone }
 // status is the close status of a connection that ends so.
 func (e *ending) status() closeStatus {
 	if e.tomb == nil {
-		return closeStatus{code: statusResumedElsewhere, reason: "resumed elsewhere"}
+		return closeStatus{code: statusResumedElsewhere, reason: frames.ReasonResumedElsewhere}
 	}
 	return destroyedStatus(e.tomb)
 }

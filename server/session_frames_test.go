@@ -49,7 +49,9 @@ func (p *gatedStdin) StdinConsumed() int64 {
 // wakes the new connection's writer.
 func TestStdinPushHoldsNoSessionLock(t *testing.T) {
 	p := &gatedStdin{entered: make(chan struct{}), release: make(chan struct{})}
-	old, next := &conn{wake: make(chan struct{}, 1)}, &conn{wake: make(chan struct{}, 1)}
+	old, next := &conn{}, &conn{}
+	old.lw.Init(nil, false)
+	next.lw.Init(nil, false)
 	s := &session{srv: &Server{cfg: Config{MaxFrameData: 1 << 10}}, p: p, recv: credit.NewReceiver(4),
 		log: slog.New(slog.DiscardHandler)}
 	s.setAttachedLocked(old)

@@ -10,7 +10,7 @@ import (
 )
 
 // MaxReason is the most bytes a close reason may have (RFC 6455 §5.5).
-const MaxReason = 123
+const MaxReason = frames.MaxCloseReason
 
 // Close says how a connection ends after a failed read: the close code
 // and reason to send, or, when Abrupt, that the connection is already gone
