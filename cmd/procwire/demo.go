@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/procwire/procwire/client"
-	"github.com/procwire/procwire/client/cutproxy"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/testkit/cutproxy"
 	"github.com/procwire/procwire/server"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/procwire/procwire/client/cutproxy"
+	"github.com/procwire/procwire/internal/testkit/cutproxy"
 	"github.com/procwire/procwire/server"
 )
 
