@@ -20,8 +20,9 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/stretchr/testify/require"
 
-	"github.com/procwire/procwire/bridge"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/testkit/fakeexec"
+	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/server"
 )
 
@@ -66,7 +67,7 @@ import (
 //     after every stdin byte sent before it was echoed;
 //   - afterwards no connection, process, child or goroutine is left.
 //
-// Children are catProcesses (in memory, no fork), so an execution is a few
+// Children are fakeexec's in-memory cats (no fork), so an execution is a few
 // loopback round trips per step.
 func FuzzServerLifecycle(f *testing.F) {
 	e := newLifeEnv(f)
@@ -98,8 +99,8 @@ type lifeEnv struct {
 	hs     *httptest.Server
 	url    string
 	client *http.Client
-	exec   *catExecutor
-	gate   *nosigExecutor
+	exec   *fakeexec.Executor
+	gate   *lifeGate
 	// admitted, when set, is closed by the next Admit: an open was read.
 	admitted atomic.Pointer[chan struct{}]
 
@@ -110,11 +111,11 @@ type lifeEnv struct {
 }
 
 func newLifeEnv(f *testing.F) *lifeEnv {
-	e := &lifeEnv{exec: &catExecutor{}, served: map[string]chan struct{}{}}
-	e.gate = &nosigExecutor{catExecutor: e.exec}
+	e := &lifeEnv{gate: &lifeGate{}, served: map[string]chan struct{}{}}
+	e.exec = newLifeExecutor(e.gate)
 	srv, err := server.New(server.Config{
 		Token:    fuzzToken,
-		Executor: e.gate,
+		Executor: fakeExecutor{e.exec},
 		Admit: func(context.Context, string) *frames.Error {
 			if ch := e.admitted.Swap(nil); ch != nil {
 				close(*ch)
@@ -156,23 +157,30 @@ func newLifeEnv(f *testing.F) *lifeEnv {
 	return e
 }
 
-// nosigExecutor starts catProcesses; the executable "nosig" starts one
-// whose Signal fails while it runs, as a signal the OS refuses (EPERM);
-// "greet" one that writes greeting before its stdin.
-// An executable named "slow…" waits in Start, once entered is told, until
-// release is closed (or the open is cut off): an open held while it starts.
-type nosigExecutor struct {
-	*catExecutor
+// lifeGate holds an open while it starts: an executable named "slow…"
+// waits in Start, once entered is told, until release is closed (or the
+// open is cut off).
+type lifeGate struct {
 	mu      sync.Mutex
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (e *nosigExecutor) Start(ctx context.Context, req bridge.Request, cfg bridge.Config) (server.Process, error) {
-	if name, ok := strings.CutPrefix(req.Executable, "slow"); ok {
-		e.mu.Lock()
-		entered, release := e.entered, e.release
-		e.mu.Unlock()
+// newLifeExecutor returns in-memory cats for the lifecycle harness: "slow…"
+// starts held by g, "nosig" starts one whose Signal fails while it runs, as
+// a signal the OS refuses (EPERM), and "greet" one that writes greeting
+// before its stdin.
+func newLifeExecutor(g *lifeGate) *fakeexec.Executor {
+	e := &fakeexec.Executor{}
+	e.BeforeStart = func(ctx context.Context, req *proc.Request, cfg proc.Config) error {
+		checkWindows(e, cfg)
+		name, ok := strings.CutPrefix(req.Executable, "slow")
+		if !ok {
+			return nil
+		}
+		g.mu.Lock()
+		entered, release := g.entered, g.release
+		g.mu.Unlock()
 		if entered != nil {
 			entered <- struct{}{}
 			select {
@@ -181,35 +189,23 @@ func (e *nosigExecutor) Start(ctx context.Context, req bridge.Request, cfg bridg
 			}
 		}
 		req.Executable = name
+		return nil
 	}
-	p, err := e.catExecutor.Start(ctx, req, cfg)
-	switch {
-	case err != nil:
-		return nil, err
-	case req.Executable == "nosig":
-		return &nosigProcess{p.(*catProcess)}, nil
-	case req.Executable == "greet":
-		cp := p.(*catProcess)
-		cp.mu.Lock()
-		cp.out.Append(greeting)
-		cp.mu.Unlock()
+	e.Setup = func(req proc.Request, p *fakeexec.Process) {
+		switch req.Executable {
+		case "nosig":
+			p.SignalErr = func() error { return fmt.Errorf("kill: %w", syscall.EPERM) }
+		case "greet":
+			p.Write(greeting)
+		}
 	}
-	return p, nil
+	return e
 }
 
 // greeting is what the executable "greet" writes to stdout first, before
 // it copies its stdin: stdout a client may acknowledge before it sends
 // anything.
 var greeting = []byte("hello, procwire\n")
-
-type nosigProcess struct{ *catProcess }
-
-func (p *nosigProcess) Signal(syscall.Signal) (bool, error) {
-	if _, exited := p.Exit(); exited {
-		return false, nil
-	}
-	return false, fmt.Errorf("kill: %w", syscall.EPERM)
-}
 
 // ---------------------------------------------------------------------------
 // The model.
@@ -842,7 +838,7 @@ func (l *life) exec() {
 	}
 	st := l.e.srv.Stats()
 	l.require(st.Connections == 0 && len(st.Processes) == 0, "left behind: %+v", st)
-	l.require(l.e.exec.live.Load() == 0, "%d children not destroyed", l.e.exec.live.Load())
+	l.require(l.e.exec.Live() == 0, "%d children not destroyed", l.e.exec.Live())
 	for runtime.NumGoroutine() > base {
 		if time.Now().After(l.deadline) {
 			l.stuck("%d goroutines, %d before the input", runtime.NumGoroutine(), base)
@@ -2122,8 +2118,8 @@ func (l *life) check() {
 			c.awaitServed()
 		}
 	}
-	if p := l.e.exec.bad.Load(); p != nil {
-		l.fail("the server misused a process: %s", *p)
+	if p := l.e.exec.Misuse(); p != "" {
+		l.fail("the server misused a process: %s", p)
 	}
 	l.require(l.e.srv.Stats().Tombstones <= lifeMaxTombstones, "%d tombstones kept, at most %d", l.e.srv.Stats().Tombstones, lifeMaxTombstones)
 	ps := l.procStats()
@@ -2144,7 +2140,7 @@ func (l *life) check() {
 	if st := l.e.srv.Stats(); exact {
 		l.require(st.Memory == want, "Stats.Memory %d, the windows of the live processes %d", st.Memory, want)
 	}
-	l.require(int(l.e.exec.live.Load()) == l.liveCount(), "%d children run, the model has %d processes", l.e.exec.live.Load(), l.liveCount())
+	l.require(int(l.e.exec.Live()) == l.liveCount(), "%d children run, the model has %d processes", l.e.exec.Live(), l.liveCount())
 	for i, p := range l.live {
 		if p == nil {
 			continue

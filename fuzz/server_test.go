@@ -13,16 +13,15 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
-	"github.com/procwire/procwire/bridge"
 	"github.com/procwire/procwire/frames"
-	"github.com/procwire/procwire/replay"
+	"github.com/procwire/procwire/internal/testkit/fakeexec"
+	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/server"
 )
 
@@ -33,7 +32,7 @@ import (
 // fragmented and oversized messages, abrupt and clean closes. Beside it, a
 // well-behaved session round-trips bytes before, during and after.
 //
-// Children are catProcesses: in-memory cats, so an execution costs a few
+// Children are fakeexec's in-memory cats, so an execution costs a few
 // loopback round trips and no fork. Whatever the input, it checks that:
 //   - every frame the server sends is canonical, allowed in its place, and
 //     carries exactly the bytes that were sent as stdin (stdout and the
@@ -89,16 +88,16 @@ type fuzzEnv struct {
 	hs       *httptest.Server
 	url      string
 	client   *http.Client
-	exec     *catExecutor
+	exec     *fakeexec.Executor
 	handlers sync.WaitGroup // ServeHTTP calls in progress
 	inputs   atomic.Uint64
 }
 
 func newFuzzEnv(f *testing.F) *fuzzEnv {
-	e := &fuzzEnv{exec: &catExecutor{}}
+	e := &fuzzEnv{exec: newCatExecutor()}
 	srv, err := server.New(server.Config{
 		Token:    fuzzToken,
-		Executor: e.exec,
+		Executor: fakeExecutor{e.exec},
 		Admit: func(_ context.Context, inst string) *frames.Error {
 			if inst == instDenied {
 				return &frames.Error{Code: frames.InstanceNotFound, Operation: "open_process"}
@@ -136,231 +135,34 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 // ---------------------------------------------------------------------------
 // The in-memory child.
 
-// catExecutor starts catProcesses; an executable whose name starts with
-// "fail" does not start.
-type catExecutor struct {
-	pids atomic.Int64
-	live atomic.Int64 // started and not yet destroyed
-	bad  atomic.Pointer[string]
+// fakeExecutor is a fakeexec.Executor (in-memory cats) as a server.Executor.
+type fakeExecutor struct{ *fakeexec.Executor }
+
+func (e fakeExecutor) Start(ctx context.Context, req proc.Request, cfg proc.Config) (server.Process, error) {
+	p, err := e.Executor.Start(ctx, req, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
-func (e *catExecutor) Start(_ context.Context, req bridge.Request, cfg bridge.Config) (server.Process, error) {
-	if strings.HasPrefix(req.Executable, "fail") {
-		return nil, &bridge.StartError{Reason: bridge.ReasonExecutableNotFound, Err: errors.New("no such file")}
+// newCatExecutor returns an executor of in-memory cats that records, as a
+// misuse, a start with windows beyond the fuzzed server's configuration.
+func newCatExecutor() *fakeexec.Executor {
+	e := &fakeexec.Executor{}
+	e.BeforeStart = func(_ context.Context, _ *proc.Request, cfg proc.Config) error {
+		checkWindows(e, cfg)
+		return nil
 	}
+	return e
+}
+
+// checkWindows records, as a misuse of e, windows beyond the fuzzed
+// server's configuration.
+func checkWindows(e *fakeexec.Executor, cfg proc.Config) {
 	if cfg.StdoutWindow > fuzzMaxWindow || cfg.StdinWindow > fuzzMaxWindow || cfg.StderrRing != fuzzStderrRing {
-		e.fail(fmt.Sprintf("Start with windows beyond the config: %+v", cfg))
+		e.Fail(fmt.Sprintf("Start with windows beyond the config: %+v", cfg))
 	}
-	e.live.Add(1)
-	return &catProcess{
-		e:       e,
-		pid:     int(e.pids.Add(1)),
-		window:  cfg.StdinWindow,
-		notify:  make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		out:     replay.New(cfg.StdoutWindow),
-		errRing: replay.NewRing(cfg.StderrRing),
-	}, nil
-}
-
-// fail records the first misuse of a process by the server.
-func (e *catExecutor) fail(msg string) { e.bad.CompareAndSwap(nil, &msg) }
-
-// catProcess is cat(1) in memory: stdin goes to stdout through a queue of
-// at most its stdin window, moving only while the stdout buffer has room,
-// and is copied to the stderr ring as it is pushed (a tee, so that stderr
-// carries checkable bytes), a chunk each time the server looks at stdout.
-// After CloseStdin and the queue drained, stdout
-// ends and the exit is 0. Any signal kills it: stdout ends, queued and later
-// stdin is discarded and counted. Destroy kills it too but, like a pump
-// stopped by Destroy, does not end stdout. No goroutines.
-type catProcess struct {
-	e      *catExecutor
-	pid    int
-	window int
-	notify chan struct{}
-	done   chan struct{}
-
-	mu        sync.Mutex
-	queue     []byte
-	consumed  int64
-	closed    bool // CloseStdin
-	dead      bool // killed: the pipe is broken
-	destroyed bool
-	out       *replay.Buffer
-	errRing   *replay.Ring
-	exit      bridge.ExitStatus
-	exited    bool
-	notedExit bool // Stdout notified the exit it caused
-}
-
-var _ server.Process = (*catProcess)(nil)
-
-func (p *catProcess) Pid() int             { return p.pid }
-func (p *catProcess) StartedAt() time.Time { return time.Unix(1_800_000_000, 0) }
-func (p *catProcess) Notify() <-chan struct{} {
-	return p.notify
-}
-func (p *catProcess) Done() <-chan struct{} { return p.done }
-
-func (p *catProcess) changed() {
-	select {
-	case p.notify <- struct{}{}:
-	default:
-	}
-}
-
-func (p *catProcess) PushStdin(b []byte) error {
-	p.mu.Lock()
-	switch {
-	case p.destroyed:
-		p.mu.Unlock()
-		p.e.fail("PushStdin after Destroy")
-		return bridge.ErrDestroyed
-	case p.closed:
-		p.mu.Unlock()
-		p.e.fail("PushStdin after CloseStdin")
-		return bridge.ErrStdinClosed
-	case len(p.queue)+len(b) > p.window:
-		err := &bridge.StdinOverflowError{Queued: len(p.queue), Pushed: len(b), Window: p.window}
-		p.mu.Unlock()
-		p.e.fail(err.Error())
-		return err
-	case p.dead:
-		p.consumed += int64(len(b))
-	default:
-		p.queue = append(p.queue, b...)
-		_, _ = p.errRing.Write(b)
-	}
-	p.mu.Unlock()
-	p.changed()
-	return nil
-}
-
-// catChunk is the most cat copies at a time: it consumes its stdin while
-// the server runs (each chunk notifies, and the server's next look at
-// stdout copies the next one), not all at once.
-const catChunk = 97
-
-// flowLocked moves the next chunk that fits from the queue to stdout, and
-// ends the process once stdin is closed and drained.
-func (p *catProcess) flowLocked() {
-	if p.dead || p.exited {
-		return
-	}
-	if n := p.out.Append(p.queue[:min(len(p.queue), catChunk)]); n > 0 {
-		p.queue = p.queue[n:]
-		p.consumed += int64(n)
-	}
-	if len(p.queue) == 0 {
-		p.queue = nil
-	}
-	if p.closed && len(p.queue) == 0 {
-		p.out.CloseEOF()
-		p.exitLocked(bridge.ExitStatus{})
-	}
-}
-
-func (p *catProcess) exitLocked(st bridge.ExitStatus) {
-	p.exit, p.exited = st, true
-	close(p.done)
-}
-
-// killLocked ends the child by signal sig.
-func (p *catProcess) killLocked(sig string, eof bool) {
-	p.dead = true
-	p.consumed += int64(len(p.queue))
-	p.queue = nil
-	if _, ok := p.out.EOF(); eof && !ok {
-		p.out.CloseEOF()
-	}
-	p.exitLocked(bridge.ExitStatus{Signal: sig})
-}
-
-func (p *catProcess) CloseStdin() error {
-	p.mu.Lock()
-	if p.destroyed {
-		p.mu.Unlock()
-		p.e.fail("CloseStdin after Destroy")
-		return bridge.ErrDestroyed
-	}
-	p.closed = true
-	p.flowLocked()
-	p.mu.Unlock()
-	p.changed()
-	return nil
-}
-
-func (p *catProcess) StdinConsumed() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.consumed
-}
-
-func (p *catProcess) Stdout(fn func(*replay.Buffer)) {
-	p.mu.Lock()
-	end := p.out.End()
-	fn(p.out)
-	p.flowLocked()
-	grew := p.out.End() != end || p.exited && !p.notedExit
-	p.notedExit = p.exited
-	p.mu.Unlock()
-	if grew {
-		p.changed()
-	}
-}
-
-func (p *catProcess) Stderr(fn func(*replay.Ring)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fn(p.errRing)
-}
-
-func (p *catProcess) Exit() (bridge.ExitStatus, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.exit, p.exited
-}
-
-func (p *catProcess) Signal(sig syscall.Signal) (bool, error) {
-	var name string
-	switch sig {
-	case syscall.SIGINT:
-		name = "SIGINT"
-	case syscall.SIGTERM:
-		name = "SIGTERM"
-	case syscall.SIGKILL:
-		name = "SIGKILL"
-	default:
-		p.e.fail(fmt.Sprintf("Signal(%d)", sig))
-		return false, &bridge.UnsupportedSignalError{Signal: sig}
-	}
-	p.mu.Lock()
-	if p.exited || p.destroyed {
-		p.mu.Unlock()
-		return false, nil
-	}
-	p.killLocked(name, true)
-	p.mu.Unlock()
-	p.changed()
-	return true, nil
-}
-
-func (p *catProcess) Destroy() error {
-	p.mu.Lock()
-	first := !p.destroyed
-	if first {
-		p.destroyed = true
-		if !p.exited {
-			p.killLocked("SIGKILL", false)
-		}
-	}
-	p.mu.Unlock()
-	if first {
-		p.e.live.Add(-1)
-		p.changed()
-	}
-	return nil
 }
 
 // ---------------------------------------------------------------------------
@@ -1109,8 +911,8 @@ func (r *run) checkConn(c *hconn) {
 	bad := c.bad
 	c.mu.Unlock()
 	r.require(bad == "", "%s: %s", c.name, bad)
-	if p := r.e.exec.bad.Load(); p != nil {
-		r.fail("the server misused a process: %s", *p)
+	if p := r.e.exec.Misuse(); p != "" {
+		r.fail("the server misused a process: %s", p)
 	}
 }
 
@@ -1204,7 +1006,7 @@ func (r *run) exec() {
 	}
 	st := r.e.srv.Stats()
 	r.require(st.Connections == 0 && len(st.Processes) == 0, "left behind: %+v", st)
-	r.require(r.e.exec.live.Load() == 0, "%d children not destroyed", r.e.exec.live.Load())
+	r.require(r.e.exec.Live() == 0, "%d children not destroyed", r.e.exec.Live())
 	r.checkStats()
 	for runtime.NumGoroutine() > base {
 		if time.Now().After(r.deadline) {
