@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command procwire serves processes over procwire.v1 and uses them.
 //
 //	procwire serve [flags]                       run a server
