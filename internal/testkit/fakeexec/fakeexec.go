@@ -127,6 +127,9 @@ type Process struct {
 	// SignalErr, when it returns an error, makes Signal fail with it while
 	// the process runs, as a signal the OS refuses (EPERM).
 	SignalErr func() error
+	// IgnoreSignals makes every signal delivered and ignored, as by a child
+	// that traps them: the process goes on.
+	IgnoreSignals bool
 	// PushErr, when it returns an error, makes PushStdin fail with it.
 	PushErr func() error
 	// DestroyErr, when it returns an error, makes Destroy fail with it
@@ -344,6 +347,10 @@ func (p *Process) Signal(sig syscall.Signal) (bool, error) {
 			p.mu.Unlock()
 			return false, err
 		}
+	}
+	if p.IgnoreSignals {
+		p.mu.Unlock()
+		return true, nil
 	}
 	p.killLocked(name, true)
 	p.mu.Unlock()
