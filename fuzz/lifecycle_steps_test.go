@@ -18,7 +18,7 @@ func (l *life) exec() {
 	}
 	l.settle()
 	done := make(chan struct{})
-	go func() { l.e.handlers.Wait(); close(done) }()
+	go func() { l.e.lb.Handlers.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(time.Until(l.deadline)):

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/procwire/procwire/frames"
 	"github.com/procwire/procwire/internal/testkit/fakeexec"
+	"github.com/procwire/procwire/internal/testkit/servertest"
 	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/server"
 )
@@ -90,7 +90,6 @@ const (
 // lifeEnv is the server shared by the inputs of one worker.
 type lifeEnv struct {
 	srv    *server.Server
-	hs     *httptest.Server
 	url    string
 	client *http.Client
 	exec   *fakeexec.Executor
@@ -98,10 +97,10 @@ type lifeEnv struct {
 	// admitted, when set, is closed by the next Admit: an open was read.
 	admitted atomic.Pointer[chan struct{}]
 
-	mu       sync.Mutex
-	served   map[string]chan struct{} // by connHeader: closed when its handler returned
-	handlers sync.WaitGroup
-	inputs   uint64
+	mu     sync.Mutex
+	served map[string]chan struct{} // by connHeader: closed when its handler returned
+	lb     *servertest.Loopback     // its Handlers: ServeHTTP calls in progress
+	inputs uint64
 }
 
 func newLifeEnv(f *testing.F) *lifeEnv {
@@ -129,9 +128,7 @@ func newLifeEnv(f *testing.F) *lifeEnv {
 	})
 	require.NoError(f, err)
 	e.srv = srv
-	e.hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.handlers.Add(1)
-		defer e.handlers.Done()
+	e.lb = servertest.Serve(srv, func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 		e.mu.Lock()
 		done := e.served[r.Header.Get(connHeader)]
 		delete(e.served, r.Header.Get(connHeader))
@@ -139,13 +136,13 @@ func newLifeEnv(f *testing.F) *lifeEnv {
 		if done != nil {
 			defer close(done)
 		}
-		srv.ServeHTTP(w, r)
-	}))
-	e.url = "ws" + strings.TrimPrefix(e.hs.URL, "http")
+		next.ServeHTTP(w, r)
+	})
+	e.url = e.lb.URL
 	e.client = &http.Client{Transport: &http.Transport{}}
 	f.Cleanup(func() {
 		require.NoError(f, srv.Close())
-		e.hs.Close()
+		e.lb.HTTP.Close()
 		e.client.CloseIdleConnections()
 	})
 	return e

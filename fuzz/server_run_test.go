@@ -206,7 +206,7 @@ func (r *run) exec() {
 
 	// Everything is gone: connections, processes, children, goroutines.
 	done := make(chan struct{})
-	go func() { r.e.handlers.Wait(); close(done) }()
+	go func() { r.e.lb.Handlers.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(time.Until(r.deadline)):

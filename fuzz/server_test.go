@@ -3,9 +3,6 @@ package fuzz
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 
 	"github.com/procwire/procwire/frames"
 	"github.com/procwire/procwire/internal/testkit/fakeexec"
+	"github.com/procwire/procwire/internal/testkit/servertest"
 	"github.com/procwire/procwire/server"
 )
 
@@ -76,13 +74,12 @@ const (
 
 // fuzzEnv is the server shared by the inputs of one worker.
 type fuzzEnv struct {
-	srv      *server.Server
-	hs       *httptest.Server
-	url      string
-	client   *http.Client
-	exec     *fakeexec.Executor
-	handlers sync.WaitGroup // ServeHTTP calls in progress
-	inputs   atomic.Uint64
+	srv    *server.Server
+	lb     *servertest.Loopback // its Handlers: ServeHTTP calls in progress
+	url    string
+	client *http.Client
+	exec   *fakeexec.Executor
+	inputs atomic.Uint64
 }
 
 func newFuzzEnv(f *testing.F) *fuzzEnv {
@@ -109,16 +106,12 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 	})
 	require.NoError(f, err)
 	e.srv = srv
-	e.hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.handlers.Add(1)
-		defer e.handlers.Done()
-		srv.ServeHTTP(w, r)
-	}))
-	e.url = "ws" + strings.TrimPrefix(e.hs.URL, "http")
+	e.lb = servertest.Serve(srv, nil)
+	e.url = e.lb.URL
 	e.client = &http.Client{Transport: &http.Transport{}}
 	f.Cleanup(func() {
 		require.NoError(f, srv.Close())
-		e.hs.Close()
+		e.lb.HTTP.Close()
 		e.client.CloseIdleConnections()
 	})
 	return e

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/testkit/servertest"
 )
 
 // testTimeout bounds every wait in a test.
@@ -57,7 +57,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 		}
 	}
 	h.ts = httptest.NewServer(srv)
-	h.url = "ws" + strings.TrimPrefix(h.ts.URL, "http")
+	h.url = servertest.WSURL(h.ts)
 	t.Cleanup(func() {
 		require.NoError(t, srv.Close())
 		h.ts.Close()
@@ -110,24 +110,20 @@ type peer struct {
 // dial connects with the test token and the subprotocol.
 func (h *harness) dial() *peer {
 	h.t.Helper()
-	ws, _, err := h.dialWith(http.Header{"Authorization": {"Bearer " + testToken}}, []string{frames.Subprotocol})
+	ws, _, err := h.dialWith(servertest.Bearer(testToken), []string{frames.Subprotocol})
 	require.NoError(h.t, err)
 	return &peer{t: h.t, ws: ws}
 }
 
 // dialWith connects with the given header and subprotocols.
 func (h *harness) dialWith(header http.Header, subprotocols []string) (*websocket.Conn, *http.Response, error) {
-	ws, resp, err := websocket.Dial(testCtx(h.t), h.url, &websocket.DialOptions{
+	ws, resp, err := servertest.Dial(testCtx(h.t), h.url, &websocket.DialOptions{
 		HTTPHeader:   header,
 		Subprotocols: subprotocols,
 	})
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close()
-	}
 	if err != nil {
 		return nil, resp, err
 	}
-	ws.SetReadLimit(frames.MaxLine)
 	h.t.Cleanup(func() { ws.CloseNow() })
 	return ws, resp, nil
 }
