@@ -171,6 +171,14 @@ func (p *Process) Notify() <-chan struct{} { return p.notify }
 // Done is closed at the exit.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
+// Destroyed reports whether a Destroy succeeded: nothing of the process
+// is left.
+func (p *Process) Destroyed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.destroyed
+}
+
 // Signals returns how many times Signal was called.
 func (p *Process) Signals() int { return int(p.signals.Load()) }
 
