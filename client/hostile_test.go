@@ -1,5 +1,3 @@
-//go:build linux
-
 package client_test
 
 import (
