@@ -150,14 +150,22 @@ type Process struct {
 	queue     []byte
 	consumed  int64
 	closed    bool // CloseStdin
-	dead      bool // killed: the pipe is broken
 	destroyed bool
+	life      life
 	out       *replay.Buffer
 	errRing   *replay.Ring
-	exit      proc.ExitStatus
-	exited    bool
-	notedExit bool // Stdout notified the exit it caused
+	exit      proc.ExitStatus // once life is not running
+	notedExit bool            // Stdout notified the exit it caused
 }
+
+// life is where a Process is in its lifecycle.
+type life uint8
+
+const (
+	running life = iota // the cat runs
+	exited              // it exited 0 after its stdin closed and drained
+	killed              // a signal or Destroy killed it: its stdin pipe is broken
+)
 
 // Pid returns the process's number, counted from 1 by its Executor.
 func (p *Process) Pid() int { return p.pid }
@@ -221,7 +229,7 @@ func (p *Process) PushStdin(b []byte) error {
 		p.mu.Unlock()
 		p.e.Fail(err.Error())
 		return err
-	case p.dead:
+	case p.life == killed:
 		p.consumed += int64(len(b))
 	default:
 		p.queue = append(p.queue, b...)
@@ -240,7 +248,7 @@ const Chunk = 97
 // flowLocked moves the next chunk that fits from the queue to stdout, and
 // ends the process once stdin is closed and drained.
 func (p *Process) flowLocked() {
-	if p.dead || p.exited {
+	if p.life != running {
 		return
 	}
 	if n := p.out.Append(p.queue[:min(len(p.queue), Chunk)]); n > 0 {
@@ -258,24 +266,23 @@ func (p *Process) flowLocked() {
 			return
 		}
 		p.out.CloseEOF()
-		p.exitLocked(proc.ExitStatus{})
+		p.exitLocked(exited, proc.ExitStatus{})
 	}
 }
 
-func (p *Process) exitLocked(st proc.ExitStatus) {
-	p.exit, p.exited = st, true
+func (p *Process) exitLocked(l life, st proc.ExitStatus) {
+	p.life, p.exit = l, st
 	close(p.done)
 }
 
 // killLocked ends the child by signal sig.
 func (p *Process) killLocked(sig string, eof bool) {
-	p.dead = true
 	p.consumed += int64(len(p.queue))
 	p.queue = nil
 	if _, ok := p.out.EOF(); eof && !ok {
 		p.out.CloseEOF()
 	}
-	p.exitLocked(proc.ExitStatus{Signal: sig})
+	p.exitLocked(killed, proc.ExitStatus{Signal: sig})
 }
 
 // CloseStdin ends stdin after the queued bytes; after Destroy it is a
@@ -307,8 +314,9 @@ func (p *Process) Stdout(fn func(*replay.Buffer)) {
 	end := p.out.End()
 	fn(p.out)
 	p.flowLocked()
-	grew := p.out.End() != end || p.exited && !p.notedExit
-	p.notedExit = p.exited
+	ended := p.life != running
+	grew := p.out.End() != end || ended && !p.notedExit
+	p.notedExit = ended
 	p.mu.Unlock()
 	if grew {
 		p.changed()
@@ -326,7 +334,7 @@ func (p *Process) Stderr(fn func(*replay.Ring)) {
 func (p *Process) Exit() (proc.ExitStatus, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.exit, p.exited
+	return p.exit, p.life != running
 }
 
 // Signal kills the process with SIGINT, SIGTERM or SIGKILL (any other is a
@@ -346,7 +354,7 @@ func (p *Process) Signal(sig syscall.Signal) (bool, error) {
 		return false, &proc.UnsupportedSignalError{Signal: sig}
 	}
 	p.mu.Lock()
-	if p.exited || p.destroyed {
+	if p.life != running || p.destroyed {
 		p.mu.Unlock()
 		return false, nil
 	}
@@ -378,7 +386,7 @@ func (p *Process) Destroy() error {
 	first := !p.destroyed
 	if first {
 		p.destroyed = true
-		if !p.exited {
+		if p.life == running {
 			p.killLocked("SIGKILL", false)
 		}
 	}
