@@ -22,7 +22,7 @@ import (
 
 	"github.com/procwire/procwire/client"
 	"github.com/procwire/procwire/frames"
-	"github.com/procwire/procwire/internal/linkproxy"
+	"github.com/procwire/procwire/internal/testkit/linkproxy"
 	"github.com/procwire/procwire/server"
 )
 

@@ -16,7 +16,7 @@ import (
 )
 
 // TestIsolationByUID starts a sibling (cat, a secret in its environment)
-// and a probe (internal/isoprobe) in one PID namespace (the process group
+// and a probe (internal/testkit/isoprobe) in one PID namespace (the process group
 // containment), so that only users and capabilities stand between them,
 // and checks what the probe can do to the sibling and to this process,
 // made non-dumpable as procwire serve makes itself: read memory and
@@ -134,7 +134,7 @@ func pidWithEnv(t *testing.T, kv string) int {
 	return 0
 }
 
-// buildIsoprobe builds internal/isoprobe where any user can run it.
+// buildIsoprobe builds internal/testkit/isoprobe where any user can run it.
 func buildIsoprobe(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -142,7 +142,7 @@ func buildIsoprobe(t *testing.T) string {
 		require.NoError(t, os.Chmod(d, 0o755))
 	}
 	probe := filepath.Join(dir, "isoprobe")
-	out, err := exec.Command("go", "build", "-o", probe, "../internal/isoprobe").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", probe, "../internal/testkit/isoprobe").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	return probe
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package client_test
 
 import (
@@ -15,7 +17,7 @@ import (
 
 	"github.com/procwire/procwire/client"
 	"github.com/procwire/procwire/frames"
-	"github.com/procwire/procwire/internal/stubborn"
+	"github.com/procwire/procwire/internal/testkit/stubborn"
 	"github.com/procwire/procwire/server"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/procwire/procwire/client"
-	"github.com/procwire/procwire/client/cutproxy"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/testkit/cutproxy"
 	"github.com/procwire/procwire/server"
 )
 

@@ -1,3 +1,5 @@
+//go:build linux
+
 package client_test
 
 import (
@@ -101,56 +103,6 @@ func TestEvidenceTamperedAtOpen(t *testing.T) {
 			}
 			await(t, c, destroyed, "the destroy")
 		})
-	}
-}
-
-// openFake opens a process on f with fast reconnection.
-func openFake(t *testing.T, f *fake) *client.Process {
-	p, err := client.Open(ctx(t), f.url, "inst-1", req("cat"), fastOpts())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Destroy(ctx(t)) })
-	return p
-}
-
-// fakeEvidence is the evidence the fake's opened carries for openFake.
-func fakeEvidence() frames.Evidence {
-	return opened(&frames.Open{InstanceID: "inst-1", Request: req("cat")}).Evidence
-}
-
-// resumeFake opens faithfully, drops the connection when cut is closed and
-// answers every resume with onResume.
-func resumeFake(t *testing.T, cut <-chan struct{}, onResume func(fc *fakeConn, r *frames.Resume)) *fake {
-	return newFake(t, func(fc *fakeConn, first frames.Frame) {
-		switch first := first.(type) {
-		case *frames.Open:
-			fc.send(opened(first))
-			fc.drain(cut)
-		case *frames.Resume:
-			require.Equal(t, &frames.Resume{ProcessID: fakeID, Token: fakeToken}, first)
-			onResume(fc, first)
-			fc.drain(nil)
-		}
-	})
-}
-
-// cutWhileReading cuts the first connection while a read of p's stdout is
-// blocked and returns the read's error.
-func cutWhileReading(t *testing.T, p *client.Process, cut chan struct{}) error {
-	c := ctx(t)
-	blocked := blockedHook(p)
-	done := make(chan error, 1)
-	go func() {
-		_, err := p.Stdout().ReadContext(c, make([]byte, 1))
-		done <- err
-	}()
-	await(t, c, blocked, "the read to block")
-	close(cut)
-	select {
-	case err := <-done:
-		return err
-	case <-c.Done():
-		t.Fatal("the read did not return")
-		return nil
 	}
 }
 
@@ -283,31 +235,6 @@ func TestServerBreaksProtocol(t *testing.T) {
 			})
 		})
 	}
-}
-
-// assertEnded checks that every call of p fails as check says and that the
-// client destroyed the process on a connection of its own.
-func assertEnded(t *testing.T, p *client.Process, f *fake, check func(error)) {
-	t.Helper()
-	c := ctx(t)
-	_, err := p.Wait(c)
-	check(err)
-	// What was held is handed over first.
-	for n := 1; n > 0; {
-		n, err = p.Stdout().ReadContext(c, make([]byte, 1))
-	}
-	check(err)
-	_, err = p.Stdin().WriteContext(c, []byte("x"))
-	check(err)
-	_, err = p.Signal(c, frames.SIGTERM)
-	check(err)
-	select {
-	case d := <-f.destroys:
-		require.Equal(t, &frames.Destroy{ProcessID: fakeID, Token: fakeToken}, d)
-	case <-c.Done():
-		t.Fatal("the process was not destroyed")
-	}
-	require.NoError(t, p.Destroy(c))
 }
 
 // A process resumed on another connection (close 4001) ends the handle:

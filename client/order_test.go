@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"os"
 	"syscall"
 	"testing"
 
@@ -10,55 +9,35 @@ import (
 
 	"github.com/procwire/procwire/client"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/testkit/fakeexec"
 	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/server"
 )
 
-// Write then Signal: the signal reaches the child after the line, every
-// time. The child (this test binary, see signalOrderChild) checks, when the
-// signal comes, that the line is already in its stdin pipe.
-func TestSignalAfterStdin(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, server.Config{})
-	c := ctx(t)
-	self, err := os.Executable()
-	require.NoError(t, err)
-	r := req(self)
-	r.Environment[childEnv] = "signal-order"
-	p := open(t, e.url, r, nil)
-	require.Equal(t, "ready\n", readLine(t, c, p.Stdout()))
-	for i := range 1000 {
-		_, err := p.Stdin().Write([]byte("quit\n"))
-		require.NoError(t, err)
-		ok, err := p.Signal(c, frames.SIGINT)
-		require.NoError(t, err)
-		require.True(t, ok)
-		require.Equal(t, "first quit\n", readLine(t, c, p.Stdout()), "run %d", i)
+// fakeExecutor is a fakeexec.Executor (in-memory cats) as a server.Executor.
+type fakeExecutor struct{ *fakeexec.Executor }
+
+func (e fakeExecutor) Start(ctx context.Context, req proc.Request, cfg proc.Config) (server.Process, error) {
+	p, err := e.Executor.Start(ctx, req, cfg)
+	if err != nil {
+		return nil, err
 	}
-	require.NoError(t, p.Destroy(c))
+	return p, nil
 }
 
 // failingSignals is an executor whose processes cannot be signalled, as
 // when the operating system answers EPERM.
-type failingSignals struct{ server.Executor }
-
-func (f failingSignals) Start(ctx context.Context, req proc.Request, cfg proc.Config) (server.Process, error) {
-	p, err := f.Executor.Start(ctx, req, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return signalFails{p}, nil
+func failingSignals() server.Executor {
+	return fakeExecutor{&fakeexec.Executor{Setup: func(_ proc.Request, p *fakeexec.Process) {
+		p.SignalErr = func() error { return syscall.EPERM }
+	}}}
 }
-
-type signalFails struct{ server.Process }
-
-func (signalFails) Signal(syscall.Signal) (bool, error) { return false, syscall.EPERM }
 
 // An executor whose Signal fails: the call returns the typed error (well
 // within a second: no reconnection is involved, one connection serves it
 // all) and the process goes on.
 func TestSignalFailsOnTheServer(t *testing.T) {
-	e := newEnv(t, server.Config{Executor: failingSignals{server.BridgeExecutor{}}})
+	e := newEnv(t, server.Config{Executor: failingSignals()})
 	c := ctx(t)
 	p := open(t, e.purl, req("cat"), nil)
 	for range 3 {

@@ -3,14 +3,12 @@
 package server
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +18,6 @@ import (
 
 	"github.com/procwire/procwire/bridge"
 	"github.com/procwire/procwire/frames"
-	"github.com/procwire/procwire/proc"
 )
 
 // escapes are process trees that try to outlive their process; each prints
@@ -117,62 +114,4 @@ func TestNoDescendantSurvives(t *testing.T) {
 			}
 		})
 	}
-}
-
-// failingProcess fails its first Destroy as a containment that outlived
-// SIGKILL would.
-type failingProcess struct {
-	Process
-	fail atomic.Int32 // Destroys left to fail
-}
-
-func (p *failingProcess) Destroy() error {
-	if p.fail.Add(-1) >= 0 {
-		return &proc.SurvivorsError{Containment: "cgroup /test", Wait: time.Second, Count: 1,
-			Survivors: []proc.Survivor{{Pid: 4242, Command: "sleep"}}}
-	}
-	return p.Process.Destroy()
-}
-
-// failingExecutor's first process fails its first Destroy.
-type failingExecutor struct {
-	BridgeExecutor
-	started atomic.Int32
-}
-
-func (e *failingExecutor) Start(ctx context.Context, req proc.Request, cfg proc.Config) (Process, error) {
-	p, err := e.BridgeExecutor.Start(ctx, req, cfg)
-	if err != nil {
-		return nil, err
-	}
-	fp := &failingProcess{Process: p}
-	if e.started.Add(1) == 1 {
-		fp.fail.Store(1)
-	}
-	return fp, nil
-}
-
-func TestDestroyThatFailsKeepsTheInstance(t *testing.T) {
-	h := newHarness(t, Config{Executor: &failingExecutor{}})
-	p, opened := h.open(openFrame("inst-fail", "sleep", "300"))
-	p.send(&frames.Destroy{})
-	f := p.next()
-	e, ok := f.(*frames.Error)
-	require.True(t, ok, "got %s", f.Type())
-	require.Equal(t, frames.OperationFailed, e.Code)
-	require.Equal(t, "destroy_process", e.Operation)
-	require.Equal(t, "processes_survived", e.Reason)
-	require.Contains(t, e.Message, "4242 (sleep)")
-
-	// Still live, the instance still reserved.
-	h.process(opened.ProcessID)
-	other := h.dial()
-	other.send(openFrame("inst-fail", "true"))
-	other.requireError(alreadyOpen())
-
-	// The connection stays up; a second destroy succeeds and frees it.
-	p.send(&frames.Destroy{})
-	p.destroyedAnswer(opened.ProcessID)
-	again, _ := h.open(openFrame("inst-fail", "true"))
-	again.collect(true)
 }

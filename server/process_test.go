@@ -1,3 +1,5 @@
+//go:build linux
+
 package server
 
 import (
@@ -10,16 +12,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
-	"github.com/procwire/procwire/bridge"
 	"github.com/procwire/procwire/credit"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/testkit/fakeexec"
+	"github.com/procwire/procwire/proc"
 )
 
 func TestCatRoundTrip(t *testing.T) {
@@ -80,7 +82,8 @@ func TestSignals(t *testing.T) {
 
 func TestSignalHistory(t *testing.T) {
 	c := &conn{} // its writer's wakeup (c.lw) is a no-op until Init
-	s := &session{p: &countingProcess{Process: fakeProcess{}}, recv: credit.NewReceiver(1024),
+	fp := startFake(t, func(p *fakeexec.Process) { p.IgnoreSignals = true })
+	s := &session{p: fp, recv: credit.NewReceiver(1024),
 		log: slog.New(slog.DiscardHandler), attached: c}
 	answer := func(id int64) frames.Frame {
 		t.Helper()
@@ -100,16 +103,8 @@ func TestSignalHistory(t *testing.T) {
 			require.Equal(t, &frames.Signaled{ID: id * 2, Result: frames.SignalAlreadyExited}, answer(id*2), "id %d is forgotten", id*2)
 		}
 	}
-	require.EqualValues(t, 100, s.p.(*countingProcess).signals.Load())
+	require.EqualValues(t, 100, fp.Signals())
 }
-
-// fakeProcess delivers every signal and consumes all stdin; only Signal,
-// Exit and StdinConsumed are used.
-type fakeProcess struct{ Process }
-
-func (fakeProcess) Signal(syscall.Signal) (bool, error)       { return true, nil }
-func (fakeProcess) Exit() (status bridge.ExitStatus, ok bool) { return status, false }
-func (fakeProcess) StdinConsumed() int64                      { return 0 }
 
 func TestSecondOpenConflicts(t *testing.T) {
 	h := newHarness(t, Config{})
@@ -295,9 +290,9 @@ func digest(args []string) string {
 func TestStartErrors(t *testing.T) {
 	h := newHarness(t, Config{})
 	for reason, open := range map[string]*frames.Open{
-		bridge.ReasonExecutableNotFound:      openFrame("inst-e1", "no-such-program-procwire"),
-		bridge.ReasonPermissionDenied:        openFrame("inst-e2", "/etc/passwd"),
-		bridge.ReasonWorkingDirectoryInvalid: {InstanceID: "inst-e3", Request: frames.ProcessRequest{Executable: "true", WorkingDirectory: "/no/such/dir", Environment: testEnv}},
+		proc.ReasonExecutableNotFound:      openFrame("inst-e1", "no-such-program-procwire"),
+		proc.ReasonPermissionDenied:        openFrame("inst-e2", "/etc/passwd"),
+		proc.ReasonWorkingDirectoryInvalid: {InstanceID: "inst-e3", Request: frames.ProcessRequest{Executable: "true", WorkingDirectory: "/no/such/dir", Environment: testEnv}},
 	} {
 		p := h.dial()
 		p.send(open)

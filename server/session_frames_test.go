@@ -15,7 +15,7 @@ import (
 // gatedStdin is a process whose first PushStdin waits for release: a push
 // caught in the middle.
 type gatedStdin struct {
-	fakeProcess
+	Process          // nil: only the stdin methods below are called
 	entered, release chan struct{}
 	mu               sync.Mutex
 	pushed           []string

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -14,8 +16,8 @@ import (
 	"time"
 
 	"github.com/procwire/procwire/client"
-	"github.com/procwire/procwire/client/cutproxy"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/testkit/cutproxy"
 	"github.com/procwire/procwire/server"
 )
 

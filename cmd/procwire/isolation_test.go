@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// attempts are what internal/isoprobe tries against a process.
+// attempts are what internal/testkit/isoprobe tries against a process.
 var attempts = []string{"mem", "environ", "fd0", "signal", "ptrace"}
 
 // isolationCase is one way of serving: who the server runs as, its flags,
@@ -36,7 +36,7 @@ type isolationCase struct {
 
 // TestIsolation runs a server each way this machine allows, starts a
 // sibling (cat, with a secret in its environment) and a probe
-// (internal/isoprobe) as two processes of that server, and checks what
+// (internal/testkit/isoprobe) as two processes of that server, and checks what
 // the probe can do to the sibling and to the server: read its memory,
 // its environment, open its stdin through /proc, signal it, ptrace it;
 // and whether it reads a file only root may read (the token file).
@@ -182,13 +182,13 @@ func pidWithEnviron(t *testing.T, kv string) int {
 	return 0
 }
 
-// buildProbe builds internal/isoprobe where any user can run it.
+// buildProbe builds internal/testkit/isoprobe where any user can run it.
 func buildProbe(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	worldReadable(t, dir)
 	probe := filepath.Join(dir, "isoprobe")
-	out, err := exec.Command("go", "build", "-o", probe, "../../internal/isoprobe").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", probe, "../../internal/testkit/isoprobe").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	return probe
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -11,7 +13,7 @@ import (
 // memoryOverhead is what serve's memory may take beyond its budget
 // (--max-memory): the Go runtime, each connection's and process's own
 // state, and what the collector has yet to return. serve's RSS stays
-// within the budget plus this (internal/rsstest measures it).
+// within the budget plus this (internal/testkit/rsstest measures it).
 const memoryOverhead = 128 << 20
 
 // runtimeSlack is the part of memoryOverhead left between the runtime's

@@ -1,4 +1,4 @@
-//go:build procwire_testhook
+//go:build linux && procwire_testhook
 
 package main
 

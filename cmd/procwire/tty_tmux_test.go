@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -15,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/procwire/procwire/client/cutproxy"
+	"github.com/procwire/procwire/internal/testkit/cutproxy"
 	"github.com/procwire/procwire/server"
 )
 

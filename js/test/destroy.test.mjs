@@ -1,5 +1,5 @@
 // A destroy the server could not complete (PROTOCOL.md §4.5): against
-// internal/cmd/stubbornserve, whose processes fail their first destroy with
+// internal/testkit/cmd/stubbornserve, whose processes fail their first destroy with
 // processes_survived as when a member of the containment outlived SIGKILL.
 // The error comes back at once, nothing is settled, the handle goes on, and
 // destroy() again tries again.

@@ -27,7 +27,7 @@ function binary(name, pkg) {
 
 /** Builds procwire and cutproxy once per test process; returns their paths. */
 export function build() {
-  return { procwire: binary("procwire", "./cmd/procwire"), cutproxy: binary("cutproxy", "./internal/cmd/cutproxy") };
+  return { procwire: binary("procwire", "./cmd/procwire"), cutproxy: binary("cutproxy", "./internal/testkit/cmd/cutproxy") };
 }
 
 /**
@@ -40,11 +40,11 @@ export function startServer(args = []) {
 }
 
 /**
- * Runs internal/cmd/stubbornserve, a server whose processes fail their
+ * Runs internal/testkit/cmd/stubbornserve, a server whose processes fail their
  * first destroy with processes_survived, like startServer.
  */
 export function startStubbornServer(args = []) {
-  return serve(binary("stubbornserve", "./internal/cmd/stubbornserve"), ["-addr", "127.0.0.1:0", ...args]);
+  return serve(binary("stubbornserve", "./internal/testkit/cmd/stubbornserve"), ["-addr", "127.0.0.1:0", ...args]);
 }
 
 // serve runs a server command that logs its ws URL as url=... on stderr.

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/procwire/procwire/client"
-	"github.com/procwire/procwire/client/cutproxy"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/internal/testkit/cutproxy"
 )
 
 // rawOpen opens cat on instance inst through url with a bare WebSocket

@@ -1,4 +1,4 @@
-// Command cutproxy runs the repository's cutting proxy (client/cutproxy) as
+// Command cutproxy runs the repository's cutting proxy (internal/testkit/cutproxy) as
 // a process, for tests written in other languages (the TypeScript client's).
 //
 //	cutproxy -target 127.0.0.1:7777
@@ -28,7 +28,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/procwire/procwire/client/cutproxy"
+	"github.com/procwire/procwire/internal/testkit/cutproxy"
 )
 
 func main() {

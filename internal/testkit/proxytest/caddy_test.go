@@ -20,7 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/procwire/procwire/client/cutproxy"
+	"github.com/procwire/procwire/internal/testkit/cutproxy"
 )
 
 //go:embed Caddyfile.tmpl

@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/procwire/procwire/internal/stubborn"
+	"github.com/procwire/procwire/internal/testkit/stubborn"
 	"github.com/procwire/procwire/server"
 )
 

@@ -22,7 +22,7 @@ func fenced(t *testing.T, doc, lang string) string {
 // docs/proxies.md is nginx.conf.tmpl, the one the tests run, rendered with
 // the addresses the document uses.
 func TestDocsNginxConfigIsTheTestedOne(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/proxies.md")
+	doc, err := os.ReadFile("../../../docs/proxies.md")
 	require.NoError(t, err)
 	want, err := renderNginx(nginxConfig{Listen: "127.0.0.1:8080", Backends: []string{"127.0.0.1:7777", "127.0.0.1:7778"}})
 	require.NoError(t, err)
@@ -31,7 +31,7 @@ func TestDocsNginxConfigIsTheTestedOne(t *testing.T) {
 
 // TestDocsCaddyfileIsTheTestedOne: the same for Caddyfile.tmpl.
 func TestDocsCaddyfileIsTheTestedOne(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/proxies.md")
+	doc, err := os.ReadFile("../../../docs/proxies.md")
 	require.NoError(t, err)
 	want, err := renderCaddy(nginxConfig{Listen: "127.0.0.1:8080", Backends: []string{"127.0.0.1:7777", "127.0.0.1:7778"}})
 	require.NoError(t, err)

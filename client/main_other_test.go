@@ -1,0 +1,6 @@
+//go:build !linux
+
+package client_test
+
+// runAsChild does nothing: off Linux no test starts this binary as a child.
+func runAsChild() {}
