@@ -2,7 +2,6 @@ package frames_test
 
 import (
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"io"
 	"strings"
@@ -141,43 +140,5 @@ func TestReaderLimits(t *testing.T) {
 	}
 	if _, err := r.Next(); err != io.EOF {
 		t.Fatalf("after partial: %v", err)
-	}
-}
-
-// Decoder.Into receives a data frame's payload when it fits, on both the
-// canonical fast path and the general one, and is left alone when it does
-// not fit or the payload is compressed.
-func TestDecodeInto(t *testing.T) {
-	payload := bytes.Repeat([]byte("0123456789abcdef"), 1000)
-	canonical := frames.Append(nil, &frames.Stdout{Off: 5, Data: payload})
-	general := []byte(`{ "data": "` + base64.StdEncoding.EncodeToString(payload) + `", "off": 5, "type": "stdout" }`)
-	compressed := frames.Append(nil, &frames.Stdout{Off: 5, Data: payload, Enc: frames.EncS2})
-	for _, c := range []struct {
-		name string
-		line []byte
-		into int
-		in   bool
-	}{
-		{"canonical, fits", canonical, len(payload) + 2, true}, // room for whole groups
-		{"general, fits", general, len(payload) + 100, true},
-		{"canonical, too small", canonical, len(payload) - 1, false},
-		{"compressed", compressed, len(payload) * 2, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			var d frames.Decoder
-			into := make([]byte, c.into)
-			d.Into = into
-			f, err := d.Decode(c.line)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := f.(*frames.Stdout)
-			if got.Off != 5 || !bytes.Equal(got.Data, payload) {
-				t.Fatalf("decoded %d bytes at %d", len(got.Data), got.Off)
-			}
-			if in := &got.Data[0] == &into[0]; in != c.in {
-				t.Fatalf("payload in Into: %v, want %v", in, c.in)
-			}
-		})
 	}
 }

@@ -27,12 +27,6 @@ type Decoder struct {
 	// MaxData. A block declaring more is refused (bad_payload) before any
 	// memory is allocated for it.
 	MaxData int
-	// Into, when set, receives the decoded payload of the next data frames
-	// that fit in it (not compressed ones), in place of the Decoder's own
-	// buffer: a reader that decodes straight into its caller's buffer
-	// spares itself a copy. Bytes of it past the payload may be
-	// overwritten.
-	Into []byte
 
 	fresh bool // allocate every frame and payload (package-level Decode)
 
@@ -189,12 +183,9 @@ func (d *Decoder) quickData(raw []byte) ([]byte, bool) {
 	return buf[:m], ok
 }
 
-// dataBuf returns a buffer of n bytes for a payload: Into if it is long
-// enough, else the Decoder's own, grown as needed, or a fresh one.
+// dataBuf returns a buffer of n bytes for a payload: the Decoder's own,
+// grown as needed, or a fresh one.
 func (d *Decoder) dataBuf(n int) []byte {
-	if len(d.Into) >= n {
-		return d.Into[:n]
-	}
 	if d.fresh {
 		return make([]byte, n)
 	}
