@@ -38,7 +38,7 @@ wait:
 
 	p.mu.Lock()
 	p.exit = st
-	p.published = true
+	p.exited = true
 	close(p.done)
 	p.mu.Unlock()
 	p.changed(proc.ChangeExit)

@@ -52,32 +52,34 @@ type Process struct {
 	inMu       sync.Mutex // guards the in* fields
 	inCond     *sync.Cond // on inMu; wakes the stdin pump: bytes queued, CloseStdin, Destroy
 	inQ        queue      // pushed, not yet written to the pipe
-	inClosed   bool       // CloseStdin was called
-	inBroken   bool       // the pipe failed: pushed bytes are discarded and counted
-	inStop     bool       // Destroy was called
+	inEnd      stdinEnd   // whether stdin takes pushes: CloseStdin and Destroy end it
+	inPipe     stdinPipe  // the child's pipe: taking bytes, full, or failed
 	inConsumed int64      // bytes written to the pipe or discarded after it failed
-	inFull     bool       // the pipe is full and queued bytes wait for the child to read
 	// inRaw is stdinW's, for PushStdin's direct writes; made by the first.
 	inRaw   syscall.RawConn
 	inNowFd func(uintptr) bool // p.writeStdinNowFd, bound with inRaw
 	inNow   []byte             // writeStdinNowFd's argument
 	inNowN  int                // and result
 
-	outMu   sync.Mutex     // guards out and outStop; held while Stdout's fn runs
-	outCond *sync.Cond     // on outMu; wakes the stdout pump: room appeared, Destroy
+	// mu guards the stdout buffer, the exit and destroy; it is held while
+	// Stdout's fn runs. One lock for all three lets a reader see the exit
+	// and the stdout it follows together (StdoutExit): the stdout pump
+	// records EOF before the exit is published. It also orders Signal's
+	// kill(-pgid) before the reap: the leader stays an unreaped zombie
+	// until Destroy, so its pid, which is the group id, cannot be reused
+	// while anyone may still signal it.
+	mu      sync.Mutex
+	outCond *sync.Cond     // on mu; wakes the stdout pump: room appeared, Destroy
 	out     *replay.Buffer // stdout replay buffer
-	outStop bool           // Destroy was called
+	exit    ExitStatus     // set once, when exited turns true
+	exited  bool           // the exit is published: exit is set and done is closed
+	// destroy is written with destroyMu and mu held, so it may be read
+	// under either: past destroyNone, the stdout pump stops and Signal
+	// delivers nothing.
+	destroy destroyState
 
 	errMu   sync.Mutex   // guards errRing; held while Stderr's fn runs
 	errRing *replay.Ring // lossy stderr
-
-	// mu guards the exit and orders Signal's kill(-pgid) before the reap:
-	// the leader stays an unreaped zombie until Destroy, so its pid, which is
-	// the group id, cannot be reused while anyone may still signal it.
-	mu         sync.Mutex
-	exit       ExitStatus
-	published  bool // exit is set and done is closed
-	destroying bool // Destroy has killed the group; no more signals
 
 	done      chan struct{} // closed when the exit is published
 	destroyCh chan struct{} // closed by Destroy after the group was killed
@@ -88,10 +90,37 @@ type Process struct {
 	stderrDone chan struct{}
 	waitDone   chan struct{}
 
-	destroyMu    sync.Mutex // serialises Destroy; guards the two below
-	destroyStart bool       // the first Destroy began the teardown
-	destroyed    bool       // a Destroy succeeded: nothing is left
+	destroyMu sync.Mutex // serialises Destroy; held while destroy changes
 }
+
+// stdinEnd says whether stdin still takes pushes. It only moves forward:
+// open, then closing or stopped; closing, then stopped.
+type stdinEnd uint8
+
+const (
+	stdinOpen    stdinEnd = iota
+	stdinClosing          // CloseStdin: the pump closes the pipe after the queue
+	stdinStopped          // Destroy: the pump ends now, whatever is queued
+)
+
+// stdinPipe is the state of the child's stdin pipe as the pump last met it.
+// It moves between taking and full until it fails, for good.
+type stdinPipe uint8
+
+const (
+	pipeTaking stdinPipe = iota // the last write took everything, or none was made
+	pipeFull                    // queued bytes wait for the child to read (StdinBlocked)
+	pipeBroken                  // a write failed: pushed bytes are discarded and counted
+)
+
+// destroyState is how far Destroy has gone. It only moves forward.
+type destroyState uint8
+
+const (
+	destroyNone    destroyState = iota
+	destroyStarted              // the first Destroy stopped the pumps and killed; a later one kills again
+	destroyDone                 // a Destroy found nothing left: every later one returns nil
+)
 
 // Start starts req in DefaultContainment; see Containment.Start.
 func Start(req Request, cfg *Config) (*Process, error) {
@@ -343,7 +372,7 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 		p.pidns, _ = os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
 	}
 	p.inCond = sync.NewCond(&p.inMu)
-	p.outCond = sync.NewCond(&p.outMu)
+	p.outCond = sync.NewCond(&p.mu)
 	go p.pumpStdin()
 	go p.pumpStdout()
 	go p.pumpStderr()
@@ -388,9 +417,25 @@ func (p *Process) changed(what proc.Change) {
 // also takes. fn may slice and ack; views it takes are valid only inside fn.
 // Acking wakes the pump if it was waiting for room.
 func (p *Process) Stdout(fn func(b *replay.Buffer)) {
-	p.outMu.Lock()
-	defer p.outMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	fn(p.out)
+	if p.out.Room() > 0 {
+		p.outCond.Signal()
+	}
+}
+
+// StdoutExit is Stdout that also passes fn the exit, as Exit would return
+// it, read under the same lock: one trip into the process for both. The two
+// are consistent: the stdout pump records EOF before the exit is
+// published, so an exit fn sees comes with the stream's EOF, unless the
+// exit was published ExitWait after the child's death without it (a
+// descendant holds stdout, or the window is full) or the process was
+// destroyed. fn must not call the Process.
+func (p *Process) StdoutExit(fn func(b *replay.Buffer, exit ExitStatus, exited bool)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fn(p.out, p.exit, p.exited)
 	if p.out.Room() > 0 {
 		p.outCond.Signal()
 	}
@@ -415,15 +460,15 @@ func (p *Process) PushStdin(b []byte) error {
 	p.inMu.Lock()
 	defer p.inMu.Unlock()
 	switch {
-	case p.inStop:
+	case p.inEnd == stdinStopped:
 		return ErrDestroyed
-	case p.inClosed:
+	case p.inEnd == stdinClosing:
 		return ErrStdinClosed
 	case len(b) == 0:
 		return nil
 	case p.inQ.len()+len(b) > p.cfg.StdinWindow:
 		return &StdinOverflowError{Queued: p.inQ.len(), Pushed: len(b), Window: p.cfg.StdinWindow}
-	case p.inBroken:
+	case p.inPipe == pipeBroken:
 		p.inConsumed += int64(len(b))
 		p.changed(proc.ChangeStdinPushed)
 		return nil
@@ -477,7 +522,9 @@ func (p *Process) writeStdinNowFd(fd uintptr) bool {
 func (p *Process) CloseStdin() error {
 	p.inMu.Lock()
 	defer p.inMu.Unlock()
-	p.inClosed = true
+	if p.inEnd == stdinOpen {
+		p.inEnd = stdinClosing
+	}
 	p.inCond.Signal()
 	return nil
 }
@@ -497,7 +544,7 @@ func (p *Process) StdinConsumed() int64 {
 func (p *Process) StdinBlocked() bool {
 	p.inMu.Lock()
 	defer p.inMu.Unlock()
-	return p.inFull
+	return p.inPipe == pipeFull
 }
 
 // Done returns a channel closed once, when the exit is published.
@@ -507,7 +554,7 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 func (p *Process) Exit() (status ExitStatus, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.exit, p.published
+	return p.exit, p.exited
 }
 
 // Signal sends sig to the child's whole process group. Only SIGINT, SIGTERM
@@ -526,7 +573,7 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.published || p.destroying {
+	if p.exited || p.destroy != destroyNone {
 		return false, nil
 	}
 	if fg := p.ttyForeground(); fg > 0 {
@@ -543,7 +590,7 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 		}
 		return true, nil
 	}
-	// The leader is not reaped before destroying is set, so the group id
+	// The leader is not reaped before destroy moves on, so the group id
 	// is still ours.
 	if err := syscall.Kill(-p.pid, sig); err != nil {
 		if err == syscall.ESRCH {
@@ -569,44 +616,60 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 func (p *Process) Destroy() error {
 	p.destroyMu.Lock()
 	defer p.destroyMu.Unlock()
-	if p.destroyed {
+	if p.destroy == destroyDone {
 		return nil
 	}
 	deadline := time.Now().Add(p.cfg.DestroyWait)
 	timer := time.NewTimer(p.cfg.DestroyWait)
 	defer timer.Stop()
-	if !p.destroyStart {
-		p.destroyStart = true
-		// The stdout pump stops before the kill: the kill closes the
-		// child's pipe ends, and the pump must not take the end that causes
-		// for the stream's EOF (a destroyed stream has none).
-		p.outMu.Lock()
-		p.outStop = true
-		p.outCond.Signal()
-		p.outMu.Unlock()
-
-		p.mu.Lock()
-		p.destroying = true
-		p.kill()
-		p.mu.Unlock()
-
-		// The stdin pump stops after it: ending, it closes the child's
-		// stdin, and a child that read that EOF before the kill could exit
-		// on its own (cat: exit 0), so that a destroyed process's exit
-		// would not say SIGKILL (TestDrainSecondSignalMeansNow, under load).
-		p.inMu.Lock()
-		p.inStop = true
-		p.inCond.Signal()
-		p.inMu.Unlock()
-		close(p.destroyCh) // only now may the leader be reaped
-
-		p.closeStdinW()
-		p.stdoutR.Close()
-		p.stderrR.Close()
+	if p.destroy == destroyNone {
+		p.startDestroy()
 	} else {
 		p.kill() // again: something survived the last time
 	}
+	if err := p.waitGoroutines(timer.C); err != nil {
+		return err
+	}
+	if err := p.waitContainmentGone(deadline, timer.C); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.destroy = destroyDone
+	p.mu.Unlock()
+	return nil
+}
 
+// startDestroy is the first Destroy's teardown: stop the pumps, kill the
+// containment, let the leader be reaped and close our ends of the pipes.
+// p.destroyMu must be held.
+func (p *Process) startDestroy() {
+	// The stdout pump stops before the kill: the kill closes the child's
+	// pipe ends, and the pump must not take the end that causes for the
+	// stream's EOF (a destroyed stream has none). Signal delivers nothing
+	// from then on.
+	p.mu.Lock()
+	p.destroy = destroyStarted
+	p.outCond.Signal()
+	p.kill()
+	p.mu.Unlock()
+
+	// The stdin pump stops after it: ending, it closes the child's stdin,
+	// and a child that read that EOF before the kill could exit on its own
+	// (cat: exit 0), so that a destroyed process's exit would not say
+	// SIGKILL (TestDrainSecondSignalMeansNow, under load).
+	p.inMu.Lock()
+	p.inEnd = stdinStopped
+	p.inCond.Signal()
+	p.inMu.Unlock()
+	close(p.destroyCh) // only now may the leader be reaped
+
+	p.closeStdinW()
+	p.stdoutR.Close()
+	p.stderrR.Close()
+}
+
+// waitGoroutines waits for the pumps and the reap of the child, until stop.
+func (p *Process) waitGoroutines(stop <-chan time.Time) error {
 	for _, w := range []struct {
 		name string
 		ch   <-chan struct{}
@@ -623,7 +686,7 @@ func (p *Process) Destroy() error {
 		}
 		select {
 		case <-w.ch:
-		case <-timer.C:
+		case <-stop:
 			if w.ch == p.waitDone && p.contain.kind == ContainPIDNamespace {
 				// The init outlives the bound only while its namespace does.
 				return p.survivors()
@@ -631,10 +694,6 @@ func (p *Process) Destroy() error {
 			return &DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: w.name}
 		}
 	}
-	if err := p.waitContainmentGone(deadline, timer.C); err != nil {
-		return err
-	}
-	p.destroyed = true
 	return nil
 }
 

@@ -391,3 +391,41 @@ func TestStdinBlockedOnAFullPipe(t *testing.T) {
 	require.Less(t, consumed, int64(512<<10))
 	require.NoError(t, q.Destroy())
 }
+
+// StdoutExit reads stdout and the exit under one lock: an exit it sees
+// comes with the stream's EOF, and acking inside it wakes a stdout pump
+// that waits for room (a 4-byte window for 12 bytes), as Stdout does.
+func TestStdoutExitSeesTheExitWithItsEOF(t *testing.T) {
+	p := start(t, shReq(t, "printf 'hello, world'; exit 3"), &Config{StdoutWindow: 4, ExitWait: testTimeout})
+	var out bytes.Buffer
+	var exit ExitStatus
+	deadline := time.NewTimer(testTimeout)
+	defer deadline.Stop()
+	for done := false; !done; {
+		p.StdoutExit(func(b *replay.Buffer, st ExitStatus, exited bool) {
+			var chunk [4]byte
+			n, err := b.CopyAt(chunk[:], b.Start())
+			require.NoError(t, err)
+			out.Write(chunk[:n])
+			require.NoError(t, b.Ack(b.Start()+int64(n)))
+			_, eof := b.EOF()
+			if exited {
+				require.True(t, eof, "an exit seen comes with its EOF")
+				exit, done = st, true
+			}
+		})
+		if done {
+			break
+		}
+		select {
+		case <-p.Notify():
+		case <-deadline.C:
+			t.Fatal("timed out waiting for the exit")
+		}
+	}
+	require.Equal(t, "hello, world", out.String())
+	require.Equal(t, ExitStatus{Code: 3}, exit)
+	st, ok := p.Exit()
+	require.True(t, ok)
+	require.Equal(t, exit, st)
+}
