@@ -11,11 +11,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
 
 // Start starts req in DefaultContainment; see Containment.Start.
-func Start(req Request, cfg *Config) (*Process, error) {
+func Start(req proc.Request, cfg *proc.Config) (*Process, error) {
 	return DefaultContainment().Start(req, cfg)
 }
 
@@ -39,24 +40,24 @@ func Start(req Request, cfg *Config) (*Process, error) {
 // It goes in steps, each a method of launch: check the request, open the
 // child's stdio, make its cgroups, prepare its init, fork, confirm the
 // start, and make the Process.
-func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
+func (ct *Containment) Start(req proc.Request, cfg *proc.Config) (*Process, error) {
 	l, err := ct.checkRequest(req, cfg)
 	if err != nil {
 		return nil, err
 	}
 	if err := l.openStdio(); err != nil {
 		l.closeAll()
-		return nil, startFailure(ReasonStartFailed, err)
+		return nil, startFailure(proc.ReasonStartFailed, err)
 	}
 	l.setAttr()
 	if err := l.makeCgroups(); err != nil {
-		return nil, l.fail(startFailure(ReasonStartFailed, err))
+		return nil, l.fail(startFailure(proc.ReasonStartFailed, err))
 	}
 	if l.cgFD >= 0 {
 		defer syscall.Close(l.cgFD)
 	}
 	if err := l.prepareInit(); err != nil {
-		return nil, l.fail(startFailure(ReasonStartFailed, err))
+		return nil, l.fail(startFailure(proc.ReasonStartFailed, err))
 	}
 	if err := l.fork(); err != nil {
 		return nil, l.fail(forkFailure(err))
@@ -71,7 +72,7 @@ func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
 // hand on, and what a failure must undo.
 type launch struct {
 	ct     *Containment
-	c      Config
+	c      proc.Config
 	limits Limits   // the containment's, tightened by the config's
 	dir    string   // the working directory
 	env    []string // the child's environment, never nil
@@ -101,7 +102,7 @@ type launch struct {
 
 // checkRequest validates the config and the request and resolves the
 // executable as the child's user would.
-func (ct *Containment) checkRequest(req Request, cfg *Config) (*launch, error) {
+func (ct *Containment) checkRequest(req proc.Request, cfg *proc.Config) (*launch, error) {
 	c, err := cfg.Resolve()
 	if err != nil {
 		return nil, fmt.Errorf("start process: %w", err)
@@ -299,7 +300,7 @@ func (l *launch) confirm() error {
 			_ = l.cg.kill()
 			_, _ = l.cg.waitEmpty(time.Now().Add(l.c.DestroyWait))
 		}
-		return startFailure(ReasonStartFailed, err)
+		return startFailure(proc.ReasonStartFailed, err)
 	}
 	l.pfd = pfd
 	if l.statusR == nil {
@@ -325,7 +326,7 @@ func (l *launch) confirm() error {
 	if err == nil && word == "error" {
 		return forkFailure(syscall.Errno(n))
 	}
-	return startFailure(ReasonStartFailed, fmt.Errorf("init of the PID namespace: %q, %w", word, err))
+	return startFailure(proc.ReasonStartFailed, fmt.Errorf("init of the PID namespace: %q, %w", word, err))
 }
 
 // process makes the Process of a confirmed start and starts its goroutines.

@@ -26,9 +26,9 @@ import (
 // is the group id Signal and Destroy send to, cannot be reused by an
 // unrelated process group.
 type Process struct {
-	cfg       Config // immutable after Start
-	pid       int    // also the process group id: the child (or the init) is its group's leader
-	pidfd     *pidfd // the child's (or the init's), on the poller; only waitChild uses it
+	cfg       proc.Config // immutable after Start
+	pid       int         // also the process group id: the child (or the init) is its group's leader
+	pidfd     *pidfd      // the child's (or the init's), on the poller; only waitChild uses it
 	contain   *Containment
 	cgroup    *cgroup       // ContainCgroup: the process's own cgroup
 	v1        *v1Group      // the process's cgroups in v1 hierarchies, for limits
@@ -69,10 +69,10 @@ type Process struct {
 	// until Destroy, so its pid, which is the group id, cannot be reused
 	// while anyone may still signal it.
 	mu      sync.Mutex
-	outCond *sync.Cond     // on mu; wakes the stdout pump: room appeared, Destroy
-	out     *replay.Buffer // stdout replay buffer
-	exit    ExitStatus     // set once, when exited turns true
-	exited  bool           // the exit is published: exit is set and done is closed
+	outCond *sync.Cond      // on mu; wakes the stdout pump: room appeared, Destroy
+	out     *replay.Buffer  // stdout replay buffer
+	exit    proc.ExitStatus // set once, when exited turns true
+	exited  bool            // the exit is published: exit is set and done is closed
 	// destroy is written with destroyMu and mu held, so it may be read
 	// under either: past destroyNone, the stdout pump stops and Signal
 	// delivers nothing.
@@ -174,7 +174,7 @@ func (p *Process) Stdout(fn func(b *replay.Buffer)) {
 // exit was published ExitWait after the child's death without it (a
 // descendant holds stdout, or the window is full) or the process was
 // destroyed. fn must not call the Process.
-func (p *Process) StdoutExit(fn func(b *replay.Buffer, exit ExitStatus, exited bool)) {
+func (p *Process) StdoutExit(fn func(b *replay.Buffer, exit proc.ExitStatus, exited bool)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	fn(p.out, p.exit, p.exited)
@@ -203,13 +203,13 @@ func (p *Process) PushStdin(b []byte) error {
 	defer p.inMu.Unlock()
 	switch {
 	case p.inEnd == stdinStopped:
-		return ErrDestroyed
+		return proc.ErrDestroyed
 	case p.inEnd == stdinClosing:
-		return ErrStdinClosed
+		return proc.ErrStdinClosed
 	case len(b) == 0:
 		return nil
 	case p.inQ.len()+len(b) > p.cfg.StdinWindow:
-		return &StdinOverflowError{Queued: p.inQ.len(), Pushed: len(b), Window: p.cfg.StdinWindow}
+		return &proc.StdinOverflowError{Queued: p.inQ.len(), Pushed: len(b), Window: p.cfg.StdinWindow}
 	case p.inPipe == pipeBroken:
 		p.inConsumed += int64(len(b))
 		p.changed(proc.ChangeStdinPushed)
@@ -293,7 +293,7 @@ func (p *Process) StdinBlocked() bool {
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Exit returns the published exit status; ok is false until it is published.
-func (p *Process) Exit() (status ExitStatus, ok bool) {
+func (p *Process) Exit() (status proc.ExitStatus, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.exit, p.exited
@@ -311,7 +311,7 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 	switch sig {
 	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL:
 	default:
-		return false, &UnsupportedSignalError{Signal: sig}
+		return false, &proc.UnsupportedSignalError{Signal: sig}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -433,7 +433,7 @@ func (p *Process) waitGoroutines(stop <-chan time.Time) error {
 				// The init outlives the bound only while its namespace does.
 				return p.survivors()
 			}
-			return &DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: w.name}
+			return &proc.DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: w.name}
 		}
 	}
 	return nil
@@ -486,7 +486,7 @@ func (p *Process) waitContainmentGone(deadline time.Time, stop <-chan time.Time)
 // survivors names the processes of the containment still alive, or, when
 // none is left by the time it looks, says what was still pending.
 func (p *Process) survivors() error {
-	e := &SurvivorsError{Wait: p.cfg.DestroyWait}
+	e := &proc.SurvivorsError{Wait: p.cfg.DestroyWait}
 	var pids []int
 	switch p.contain.kind {
 	case ContainCgroup:
@@ -507,7 +507,7 @@ func (p *Process) survivors() error {
 		}
 	}
 	if len(pids) == 0 {
-		return &DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: "death of the " + e.Containment}
+		return &proc.DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: "death of the " + e.Containment}
 	}
 	e.Count = len(pids)
 	for _, pid := range pids[:min(len(pids), 16)] {

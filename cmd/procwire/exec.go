@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/procwire/procwire/bridge"
 	"github.com/procwire/procwire/client"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/proc"
 )
 
 // Exit statuses of exec's own failures, as env(1) uses them. A remote
@@ -225,11 +225,11 @@ func openError(d *dialer, err error, f *execFlags, executable string) (error, in
 		return d.explain(err), exitFailure
 	}
 	switch re.Frame.Reason {
-	case bridge.ReasonExecutableNotFound:
+	case proc.ReasonExecutableNotFound:
 		return fmt.Errorf("%s: command not found on the server (%s)", executable, re.Frame.Reason), exitNotFound
-	case bridge.ReasonPermissionDenied:
+	case proc.ReasonPermissionDenied:
 		return fmt.Errorf("%s: cannot run it on the server (%s)", executable, re.Frame.Reason), exitCannotInvoke
-	case bridge.ReasonWorkingDirectoryInvalid:
+	case proc.ReasonWorkingDirectoryInvalid:
 		return fmt.Errorf("--cwd %s: not a directory the server can use (%s)", f.cwd, re.Frame.Reason), exitFailure
 	}
 	if re.Frame.Actual == "process_already_open" {
