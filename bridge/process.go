@@ -25,6 +25,10 @@ import (
 // exited child stays an unreaped zombie, on purpose, so that its pid, which
 // is the group id Signal and Destroy send to, cannot be reused by an
 // unrelated process group.
+//
+// Its locks are inMu (stdin), mu (stdout, the exit, destroy), errMu
+// (stderr) and destroyMu (Destroy); the order is destroyMu, then mu or
+// inMu, one at a time, and no two of the others together (doc.go).
 type Process struct {
 	cfg       proc.Config // immutable after Start
 	pid       int         // also the process group id: the child (or the init) is its group's leader
