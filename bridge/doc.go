@@ -48,9 +48,10 @@
 //     exit under mu, after the stdout EOF or ExitWait, and reaps the child
 //     (or its init) only after Destroy killed the containment.
 //
-// Callers own the rest: PushStdin, CloseStdin and Destroy move stdinEnd
-// under inMu; Stdout, StdoutExit, Exit and Signal take mu; Destroy,
-// serialised by destroyMu, moves destroyState under destroyMu and mu.
+// Callers own the rest: PushStdin queues under inMu, where CloseStdin and
+// Destroy end stdin (stdinEnd); Stdout, StdoutExit, Exit and Signal take mu;
+// Destroy, serialised by destroyMu, moves destroyState under destroyMu and
+// mu.
 //
 // Lock order: destroyMu, then mu or inMu (Destroy takes them one at a
 // time); mu, inMu and errMu are never held together. An OnChange callback
