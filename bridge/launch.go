@@ -50,11 +50,12 @@ func (ct *Containment) Start(req proc.Request, cfg *proc.Config) (*Process, erro
 		return nil, startFailure(proc.ReasonStartFailed, err)
 	}
 	l.setAttr()
-	if err := l.makeCgroups(); err != nil {
-		return nil, l.fail(startFailure(proc.ReasonStartFailed, err))
-	}
+	err = l.makeCgroups()
 	if l.cgFD >= 0 {
-		defer syscall.Close(l.cgFD)
+		defer syscall.Close(l.cgFD) // after the fork, or the failure
+	}
+	if err != nil {
+		return nil, l.fail(startFailure(proc.ReasonStartFailed, err))
 	}
 	if err := l.prepareInit(); err != nil {
 		return nil, l.fail(startFailure(proc.ReasonStartFailed, err))
