@@ -148,7 +148,7 @@ func MaybeRunInit() {
 	syscall.Exit(runInit())
 }
 
-// runInit is the init: it reads its payload, prepares itself, starts the
+// runInit is the init: it reads its payload, sets itself up, starts the
 // child, then forwards signals, obeys the control pipe and reaps until
 // nobody is left.
 func runInit() int {
@@ -168,7 +168,7 @@ func runInit() int {
 	if err != nil {
 		return fail(err)
 	}
-	if err := prepareInit(pl); err != nil {
+	if err := setUpInit(pl); err != nil {
 		return fail(err)
 	}
 	sigs := make(chan os.Signal, 16)
@@ -188,9 +188,9 @@ func reportInit(status *os.File, format string, a ...any) {
 	_, _ = fmt.Fprintf(status, format+"\n", a...)
 }
 
-// prepareInit makes a guardian its tree's subreaper and sets the
+// setUpInit makes a guardian its tree's subreaper and sets the
 // containment's rlimits, which the child inherits.
-func prepareInit(pl *initPayload) error {
+func setUpInit(pl *initPayload) error {
 	if pl.Mode == initGuardian {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			return err
