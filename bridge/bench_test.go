@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/proc"
 )
 
 // BenchmarkStdoutHeadC streams 64 MiB from head -c through the stdout pump
@@ -19,7 +21,7 @@ func BenchmarkStdoutHeadC(b *testing.B) {
 	b.SetBytes(size)
 	b.ReportAllocs()
 	for b.Loop() {
-		p, err := Start(Request{
+		p, err := Start(proc.Request{
 			Executable:       "head",
 			Arguments:        []string{"-c", "64M", "/dev/zero"},
 			WorkingDirectory: "/",

@@ -20,6 +20,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/procwire/procwire/proc"
 )
 
 // eachContainment runs fn under every kind of containment this machine
@@ -39,7 +41,7 @@ func eachContainment(t *testing.T, fn func(t *testing.T, c *Containment)) {
 
 // marked returns a request running script with a unique marker in its
 // environment, which every descendant inherits, and the marker.
-func marked(t testing.TB, script string) (Request, string) {
+func marked(t testing.TB, script string) (proc.Request, string) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	mark := "PROCWIRE_TEST_MARK=" + hex.EncodeToString(b)
@@ -78,7 +80,7 @@ var escapes = map[string]string{
 var leavesTheGroup = map[string]bool{"setsid": true, "double fork": true}
 
 // startEscape starts an escape in c and waits until it printed "started".
-func startEscape(t *testing.T, c *Containment, script string, cfg *Config) (*Process, string) {
+func startEscape(t *testing.T, c *Containment, script string, cfg *proc.Config) (*Process, string) {
 	req, mark := marked(t, script)
 	p, err := c.Start(req, cfg)
 	require.NoError(t, err)
@@ -93,7 +95,7 @@ func TestDestroyEndsTheWholeTree(t *testing.T) {
 	eachContainment(t, func(t *testing.T, c *Containment) {
 		for name, script := range escapes {
 			t.Run(name, func(t *testing.T) {
-				p, mark := startEscape(t, c, script, &Config{ExitWait: 50 * time.Millisecond})
+				p, mark := startEscape(t, c, script, &proc.Config{ExitWait: 50 * time.Millisecond})
 				t0 := time.Now()
 				require.NoError(t, p.Destroy())
 				t.Logf("destroy took %v", time.Since(t0))
@@ -125,7 +127,7 @@ func TestSignalReachesTheGroup(t *testing.T) {
 		delivered, err := p.Signal(syscall.SIGTERM)
 		require.NoError(t, err)
 		require.True(t, delivered)
-		require.Equal(t, ExitStatus{Code: 3}, waitExit(t, p))
+		require.Equal(t, proc.ExitStatus{Code: 3}, waitExit(t, p))
 		cons.toEOF()
 		require.Equal(t, "ready\ngot TERM\n", out.String())
 		require.NoError(t, p.Destroy())
@@ -134,7 +136,7 @@ func TestSignalReachesTheGroup(t *testing.T) {
 
 func TestExitStatusInEachContainment(t *testing.T) {
 	eachContainment(t, func(t *testing.T, c *Containment) {
-		for script, want := range map[string]ExitStatus{
+		for script, want := range map[string]proc.ExitStatus{
 			`exit 7`:        {Code: 7},
 			`kill -TERM $$`: {Signal: "SIGTERM"},
 			`kill -KILL $$`: {Signal: "SIGKILL"},
@@ -144,10 +146,10 @@ func TestExitStatusInEachContainment(t *testing.T) {
 			require.Equal(t, want, waitExit(t, p), script)
 			require.NoError(t, p.Destroy())
 		}
-		_, err := c.Start(Request{Executable: "/no/such/program", WorkingDirectory: "/"}, nil)
-		var se *StartError
+		_, err := c.Start(proc.Request{Executable: "/no/such/program", WorkingDirectory: "/"}, nil)
+		var se *proc.StartError
 		require.ErrorAs(t, err, &se)
-		require.Equal(t, ReasonExecutableNotFound, se.Reason)
+		require.Equal(t, proc.ReasonExecutableNotFound, se.Reason)
 	})
 }
 
@@ -158,10 +160,10 @@ func TestDestroyNamesSurvivors(t *testing.T) {
 	// asking with a 1ns bound, so the first Destroy may report survivors,
 	// and a later one succeeds.
 	eachContainment(t, func(t *testing.T, c *Containment) {
-		p, mark := startEscape(t, c, escapes["100 sleepers exit"], &Config{DestroyWait: time.Nanosecond, ExitWait: 50 * time.Millisecond})
+		p, mark := startEscape(t, c, escapes["100 sleepers exit"], &proc.Config{DestroyWait: time.Nanosecond, ExitWait: 50 * time.Millisecond})
 		err := p.Destroy()
-		var se *SurvivorsError
-		var te *DestroyTimeoutError
+		var se *proc.SurvivorsError
+		var te *proc.DestroyTimeoutError
 		switch {
 		case err == nil:
 			t.Log("teardown beat a 1ns deadline")
@@ -231,7 +233,7 @@ func TestRunAs(t *testing.T) {
 	gid, _ := strconv.Atoi(nobody.Gid)
 	t.Setenv("PROCWIRE_TOKEN", "secret-of-the-server")
 	eachContainment(t, func(t *testing.T, c *Containment) {
-		req := Request{
+		req := proc.Request{
 			Executable: "sh",
 			// $PPID is the server, or the namespace's init, whose
 			// environment holds nothing; /proc/1 then names the host's.
@@ -240,13 +242,13 @@ func TestRunAs(t *testing.T) {
 			WorkingDirectory: "/",
 			Environment:      map[string]string{"PATH": "/usr/bin:/bin"},
 		}
-		p, err := c.Start(req, &Config{RunAs: &User{UID: uint32(uid), GID: uint32(gid)}})
+		p, err := c.Start(req, &proc.Config{RunAs: &proc.User{UID: uint32(uid), GID: uint32(gid)}})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = p.Destroy() })
 		var b bytes.Buffer
 		newConsumer(t, p, &b).toEOF()
 		out, st := b.String(), waitExit(t, p)
-		require.Equal(t, ExitStatus{}, st)
+		require.Equal(t, proc.ExitStatus{}, st)
 		require.Equal(t, nobody.Uid+"\n"+nobody.Gid+"\n"+nobody.Gid+"\nunreadable\ncannot-signal\n", out)
 	})
 }
@@ -323,7 +325,7 @@ func TestCgroupDestroyWithoutInotify(t *testing.T) {
 	}
 	inotifyInit = func(int) (int, error) { return -1, syscall.EMFILE }
 	t.Cleanup(func() { inotifyInit = unix.InotifyInit1 })
-	p, mark := startEscape(t, c, escapes["setsid"], &Config{ExitWait: 50 * time.Millisecond})
+	p, mark := startEscape(t, c, escapes["setsid"], &proc.Config{ExitWait: 50 * time.Millisecond})
 	require.NoError(t, p.Destroy())
 	require.Empty(t, markedAlive(mark), "survivors of destroy")
 }

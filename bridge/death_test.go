@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
 
@@ -55,7 +56,7 @@ func doomedServer() {
 	sort.Strings(names)
 	started := make(chan struct{}, len(names))
 	for _, name := range names {
-		req := Request{
+		req := proc.Request{
 			Executable:       "sh",
 			Arguments:        []string{"-c", doomedTrees[name]},
 			WorkingDirectory: "/",

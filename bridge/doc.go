@@ -31,6 +31,36 @@
 // containment to be empty, within Config.DestroyWait, and says what
 // survived otherwise.
 //
+// # Goroutines and locks
+//
+// Start starts four goroutines per Process; each closes its own done
+// channel when it returns, and Destroy waits for all four:
+//
+//   - pumpStdin owns the writes to the child's stdin pipe (but for
+//     PushStdin's own write into an empty queue, under inMu) and closes it
+//     when the queue is drained after CloseStdin, or the pipe failed, or at
+//     Destroy. It moves stdinPipe between taking, full and broken.
+//   - pumpStdout owns the reads of the stdout pipe (or the terminal's
+//     master); it appends to the replay.Buffer and records its EOF, under mu.
+//   - pumpStderr owns the reads of the stderr pipe; it writes the ring under
+//     errMu.
+//   - waitChild owns the pidfd and the init's status pipe: it publishes the
+//     exit under mu, after the stdout EOF or ExitWait, and reaps the child
+//     (or its init) only after Destroy killed the containment.
+//
+// Callers own the rest: PushStdin queues under inMu, where CloseStdin and
+// Destroy end stdin (stdinEnd); Stdout, StdoutExit, Exit and Signal take mu;
+// Destroy, serialised by destroyMu, moves destroyState under destroyMu and
+// mu.
+//
+// Lock order: destroyMu, then mu or inMu (Destroy takes them one at a
+// time); mu, inMu and errMu are never held together. An OnChange callback
+// may run with inMu held (PushStdin's), never with mu or errMu.
+//
+// The init (init.go) is a process of its own, not a goroutine: its main
+// goroutine reaps, one forwards signals to the child's group, and one reads
+// the control pipe and sweeps the tree at its EOF.
+//
 // The request, config, exit and error types are package proc's, which
 // builds everywhere. This package is Linux only: it relies on cgroups, PID
 // namespaces, process groups, Pdeathsig, pidfds and /proc.

@@ -19,7 +19,7 @@ func (p *Process) waitChild() {
 		// Only if the server ignores SIGCHLD, so that the kernel reaped the
 		// child for us and its status is lost, or if something in the server
 		// reaps children it does not own (wait4(-1)).
-		st = ExitStatus{Code: 255}
+		st = proc.ExitStatus{Code: 255}
 	}
 	// Wait for both output pipes to end, so that the exit follows the last
 	// stdout and stderr byte, but no longer than ExitWait in all.
@@ -38,7 +38,7 @@ wait:
 
 	p.mu.Lock()
 	p.exit = st
-	p.published = true
+	p.exited = true
 	close(p.done)
 	p.mu.Unlock()
 	p.changed(proc.ChangeExit)
@@ -59,7 +59,7 @@ wait:
 // childExit waits for the child's exit: the child's own, or in a PID
 // namespace what its init reports; when the init died without a report
 // (SIGKILL), the init's.
-func (p *Process) childExit() (ExitStatus, error) {
+func (p *Process) childExit() (proc.ExitStatus, error) {
 	st, err := p.childStatus()
 	if err == nil && st.Signal == "SIGKILL" {
 		dir := ""
@@ -67,22 +67,22 @@ func (p *Process) childExit() (ExitStatus, error) {
 			dir = p.cgroup.dir
 		}
 		if oomKilled(dir, p.v1) {
-			st.Reason = ReasonOOM
+			st.Reason = proc.ReasonOOM
 		}
 	}
 	return st, err
 }
 
 // childStatus is childExit's status, without the reason.
-func (p *Process) childStatus() (ExitStatus, error) {
+func (p *Process) childStatus() (proc.ExitStatus, error) {
 	if p.status != nil {
 		word, n, err := initStatus(p.status)
 		switch {
 		case err != nil:
 		case word == "exit":
-			return ExitStatus{Code: n & 0xff}, nil
+			return proc.ExitStatus{Code: n & 0xff}, nil
 		case word == "signal":
-			return ExitStatus{Signal: signalName(n)}, nil
+			return proc.ExitStatus{Signal: proc.SignalName(n)}, nil
 		}
 	}
 	return p.pidfd.waitExited()

@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procwire/procwire/proc"
 )
 
 // Hardening is what every child gets from the init that starts it (see
@@ -159,7 +161,7 @@ type hardenCred struct {
 
 // hardenFor returns the spec of a child started with cfg, nil when
 // hardening is disabled.
-func hardenFor(cfg *Config) *hardenSpec {
+func hardenFor(cfg *proc.Config) *hardenSpec {
 	h := ChildHardening()
 	if h.Disabled {
 		return nil

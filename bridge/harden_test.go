@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/procwire/procwire/proc"
 )
 
 // The helper process of the hardening tests: the test binary re-executed,
@@ -112,7 +114,7 @@ func nobodyCred(t *testing.T) *hardenCred {
 // server had.
 func TestHardenRootChild(t *testing.T) {
 	needRoot(t)
-	spec := hardenFor(&Config{})
+	spec := hardenFor(&proc.Config{})
 	require.NotNil(t, spec)
 	out := runHardened(t, spec, "/bin/sh", "-c", "cat /proc/self/status; cat /proc/self/limits")
 	st := statusFields(out)
@@ -176,7 +178,7 @@ func TestHardenSetuidGainsNothing(t *testing.T) {
 	require.NoError(t, dst.Close())
 	require.NoError(t, os.Chmod(suid, os.ModeSetuid|0o755))
 
-	spec := hardenFor(&Config{RunAs: &User{UID: cred.UID, GID: cred.GID}})
+	spec := hardenFor(&proc.Config{RunAs: &proc.User{UID: cred.UID, GID: cred.GID}})
 	require.Equal(t, strconv.Itoa(int(cred.UID))+"\n", runHardened(t, spec, suid, "-u"))
 	spec.NoNewPrivs = false
 	require.Equal(t, "0\n", runHardened(t, spec, suid, "-u"), "control: the setuid bit works without no_new_privs")
@@ -190,9 +192,9 @@ func TestSetChildHardening(t *testing.T) {
 	require.ErrorIs(t, SetChildHardening(Hardening{KeepCaps: []uintptr{capLast() + 1}}), ErrInvalidHardening)
 	require.ErrorIs(t, SetChildHardening(Hardening{Rlimits: []Rlimit{{Resource: 99}}}), ErrInvalidHardening)
 	require.NoError(t, SetChildHardening(Hardening{Disabled: true}))
-	require.Nil(t, hardenFor(&Config{}))
+	require.Nil(t, hardenFor(&proc.Config{}))
 	require.NoError(t, SetChildHardening(Hardening{Umask: 0o027, KeepCaps: []uintptr{unix.CAP_KILL}}))
-	s := hardenFor(&Config{RunAs: &User{UID: 7, GID: 8, Groups: []uint32{9}}})
+	s := hardenFor(&proc.Config{RunAs: &proc.User{UID: 7, GID: 8, Groups: []uint32{9}}})
 	require.Equal(t, &hardenSpec{NoNewPrivs: true, KeepCaps: []uintptr{unix.CAP_KILL}, Umask: 0o027,
 		Cred: &hardenCred{UID: 7, GID: 8, Groups: []uint32{9}}, PrivateProc: true}, s)
 }
@@ -220,7 +222,7 @@ func TestHardenPrivateProc(t *testing.T) {
 	needRoot(t)
 	before, err := os.ReadFile("/proc/self/mountinfo")
 	require.NoError(t, err)
-	spec := hardenFor(&Config{})
+	spec := hardenFor(&proc.Config{})
 	require.True(t, spec.PrivateProc)
 	script := `ls /proc | grep -E '^[0-9]+$' | tr '\n' ' '; test -e /proc/` + strconv.Itoa(os.Getpid()) + ` && echo sees-the-test || echo alone`
 	out := runHardenedIn(t, &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}, spec, "/bin/sh", "-c", script)
@@ -248,7 +250,7 @@ func BenchmarkStartHardened(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			require.NoError(b, SetChildHardening(c.h))
 			for b.Loop() {
-				p, err := Start(Request{Executable: "/bin/true", WorkingDirectory: "/"}, nil)
+				p, err := Start(proc.Request{Executable: "/bin/true", WorkingDirectory: "/"}, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

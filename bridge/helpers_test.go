@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
 
@@ -21,8 +22,8 @@ const testTimeout = 30 * time.Second
 
 // shReq is a request running sh -c script with args, in a fresh directory,
 // with a minimal environment.
-func shReq(t testing.TB, script string, args ...string) Request {
-	return Request{
+func shReq(t testing.TB, script string, args ...string) proc.Request {
+	return proc.Request{
 		Executable:       "sh",
 		Arguments:        append([]string{"-c", script, "sh"}, args...),
 		WorkingDirectory: t.TempDir(),
@@ -31,7 +32,7 @@ func shReq(t testing.TB, script string, args ...string) Request {
 }
 
 // start starts req and destroys it at the end of the test.
-func start(t testing.TB, req Request, cfg *Config) *Process {
+func start(t testing.TB, req proc.Request, cfg *proc.Config) *Process {
 	t.Helper()
 	p, err := Start(req, cfg)
 	require.NoError(t, err)
@@ -107,7 +108,7 @@ func (c *consumer) toEOF() {
 }
 
 // output runs req to stdout EOF and exit, and returns stdout and the exit.
-func output(t *testing.T, req Request, cfg *Config) (string, ExitStatus) {
+func output(t *testing.T, req proc.Request, cfg *proc.Config) (string, proc.ExitStatus) {
 	t.Helper()
 	p := start(t, req, cfg)
 	var out bytes.Buffer
@@ -117,7 +118,7 @@ func output(t *testing.T, req Request, cfg *Config) (string, ExitStatus) {
 }
 
 // waitExit waits for the published exit.
-func waitExit(t testing.TB, p *Process) ExitStatus {
+func waitExit(t testing.TB, p *Process) proc.ExitStatus {
 	t.Helper()
 	select {
 	case <-p.Done():

@@ -148,90 +148,128 @@ func MaybeRunInit() {
 	syscall.Exit(runInit())
 }
 
-// runInit is the init.
+// runInit is the init: it reads its payload, sets itself up, starts the
+// child, then forwards signals, obeys the control pipe and reaps until
+// nobody is left.
 func runInit() int {
 	status := os.NewFile(statusFd, "status")
 	syscall.CloseOnExec(statusFd)
 	syscall.CloseOnExec(ctlFd)
 	ctl := os.NewFile(ctlFd, "control")
-	report := func(format string, a ...any) { _, _ = fmt.Fprintf(status, format+"\n", a...) }
 	fail := func(err error) int {
 		var errno syscall.Errno
 		if !errors.As(err, &errno) {
 			errno = syscall.EINVAL
 		}
-		report("error %d", int(errno))
+		reportInit(status, "error %d", int(errno))
 		return 1
 	}
 	pl, err := readPayload(ctl)
 	if err != nil {
 		return fail(err)
 	}
+	if err := setUpInit(pl); err != nil {
+		return fail(err)
+	}
+	sigs := make(chan os.Signal, 16)
+	pid, err := forkChild(pl, sigs)
+	if err != nil {
+		return fail(err)
+	}
+	reportInit(status, "started")
+	releaseStdio()
+	go forwardSignals(sigs, pid)
+	go obeyControl(ctl, pid, pl.Mode)
+	return reapAll(pid, status)
+}
+
+// reportInit writes one line of the init's status to the server.
+func reportInit(status *os.File, format string, a ...any) {
+	_, _ = fmt.Fprintf(status, format+"\n", a...)
+}
+
+// setUpInit makes a guardian its tree's subreaper and sets the
+// containment's rlimits, which the child inherits.
+func setUpInit(pl *initPayload) error {
 	if pl.Mode == initGuardian {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			return fail(err)
+			return err
 		}
 	}
 	for _, rl := range pl.Rlimits {
 		if err := unix.Setrlimit(rl.Resource, &unix.Rlimit{Cur: rl.Cur, Max: rl.Max}); err != nil {
-			return fail(err)
+			return err
 		}
 	}
+	return nil
+}
 
+// forkChild hardens the init when asked and starts the child, in a process
+// group of its own, on the init's stdio. The signals to forward arrive on
+// sigs from just before the fork; until then they end the init.
+func forkChild(pl *initPayload, sigs chan<- os.Signal) (int, error) {
 	sys := &syscall.SysProcAttr{Setpgid: true}
 	if pl.Harden != nil {
 		// Locks this goroutine to its thread: the fork below must run on it.
 		if err := harden(*pl.Harden); err != nil {
-			return fail(err)
+			return 0, err
 		}
 		pl.Harden.sysProcAttr(sys)
 	}
 	if pl.TTY {
 		ttySysProcAttr(sys)
 	}
-	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	closeOnExecFrom3()
-	pid, err := syscall.ForkExec(pl.Path, pl.Argv, &syscall.ProcAttr{
+	return syscall.ForkExec(pl.Path, pl.Argv, &syscall.ProcAttr{
 		Env:   pl.Env,
 		Files: []uintptr{0, 1, 2},
 		Dir:   pl.Dir,
 		Sys:   sys,
 	})
-	if err != nil {
-		return fail(err)
-	}
-	report("started")
-	// Hold none of the child's stdio: its EOF is the child's to give.
+}
+
+// releaseStdio points the init's stdio at /dev/null: it holds none of the
+// child's, whose EOF is the child's to give.
+func releaseStdio() {
 	if null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0); err == nil {
 		for fd := range 3 {
 			_ = syscall.Dup3(null, fd, 0)
 		}
 		syscall.Close(null)
 	}
-	go func() {
-		for s := range sigs {
-			_ = syscall.Kill(-pid, s.(syscall.Signal))
-		}
-	}()
-	go func() {
-		// The control pipe: a kill request, or EOF when the server is
-		// done with the process or gone.
-		buf := make([]byte, 64)
-		for {
-			n, err := ctl.Read(buf)
-			for _, c := range buf[:n] {
-				if c == ctlKill {
-					_ = syscall.Kill(-pid, syscall.SIGKILL)
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
+}
+
+// forwardSignals passes the signals the init receives on to the child's
+// process group.
+func forwardSignals(sigs <-chan os.Signal, pid int) {
+	for s := range sigs {
+		_ = syscall.Kill(-pid, s.(syscall.Signal))
+	}
+}
+
+// obeyControl reads the control pipe: a kill request, or EOF when the
+// server is done with the process or gone, upon which it sweeps the tree.
+func obeyControl(ctl *os.File, pid int, mode string) {
+	buf := make([]byte, 64)
+	for {
+		n, err := ctl.Read(buf)
+		for _, c := range buf[:n] {
+			if c == ctlKill {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
-			if err != nil {
-				sweep(pl.Mode)
-				return
-			}
 		}
-	}()
+		if err != nil {
+			sweep(mode)
+			return
+		}
+	}
+}
+
+// reapAll reaps every process that ends under the init, reports the
+// child's exit on status, and returns once nobody is left to wait for.
+func reapAll(pid int, status *os.File) int {
 	for {
 		var ws syscall.WaitStatus
 		wpid, err := syscall.Wait4(-1, &ws, 0, nil)
@@ -244,10 +282,10 @@ func runInit() int {
 			return 0
 		case wpid != pid:
 		case ws.Signaled():
-			report("signal %d", int(ws.Signal()))
+			reportInit(status, "signal %d", int(ws.Signal()))
 			status.Close()
 		default:
-			report("exit %d", ws.ExitStatus())
+			reportInit(status, "exit %d", ws.ExitStatus())
 			status.Close()
 		}
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/procwire/procwire/proc"
 )
 
 // TestIsolationByUID starts a sibling (cat, a secret in its environment)
@@ -39,16 +41,16 @@ func TestIsolationByUID(t *testing.T) {
 	pool, err := NewUIDPool(500000, 500099)
 	require.NoError(t, err)
 	nobody := nobodyCred(t)
-	shared := &Config{RunAs: &User{UID: nobody.UID, GID: nobody.GID}}
-	type starter func(req Request) (*Process, func() error)
-	plain := func(cfg *Config) starter {
-		return func(req Request) (*Process, func() error) {
+	shared := &proc.Config{RunAs: &proc.User{UID: nobody.UID, GID: nobody.GID}}
+	type starter func(req proc.Request) (*Process, func() error)
+	plain := func(cfg *proc.Config) starter {
+		return func(req proc.Request) (*Process, func() error) {
 			p, err := ct.Start(req, cfg)
 			require.NoError(t, err)
 			return p, p.Destroy
 		}
 	}
-	leased := func(req Request) (*Process, func() error) {
+	leased := func(req proc.Request) (*Process, func() error) {
 		lp, err := pool.Start(ct, req, nil)
 		require.NoError(t, err)
 		return lp.Process, lp.Destroy
@@ -75,7 +77,7 @@ func TestIsolationByUID(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			secret := "SECRET=tenantA-" + strconv.Itoa(os.Getpid()) + "-" + c.name
-			sibReq := Request{Executable: "sh", Arguments: []string{"-c", "echo ready; cat"},
+			sibReq := proc.Request{Executable: "sh", Arguments: []string{"-c", "echo ready; cat"},
 				WorkingDirectory: "/", Environment: map[string]string{"PATH": "/usr/bin:/bin", "SECRET": strings.TrimPrefix(secret, "SECRET=")}}
 			sib, destroySib := c.start(sibReq)
 			defer func() { require.NoError(t, destroySib()) }()
@@ -84,7 +86,7 @@ func TestIsolationByUID(t *testing.T) {
 			cs.until("the sibling's ready", func() bool { return strings.Contains(ready.String(), "ready\n") })
 			sibPid := pidWithEnv(t, secret)
 
-			pr, destroyProbe := c.start(Request{Executable: probe, Arguments: []string{strconv.Itoa(sibPid), strconv.Itoa(os.Getpid())},
+			pr, destroyProbe := c.start(proc.Request{Executable: probe, Arguments: []string{strconv.Itoa(sibPid), strconv.Itoa(os.Getpid())},
 				WorkingDirectory: "/", Environment: map[string]string{}})
 			defer func() { require.NoError(t, destroyProbe()) }()
 			var out bytes.Buffer

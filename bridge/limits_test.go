@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/proc"
 )
 
 // limitedContainments runs fn under every containment this machine allows,
@@ -51,11 +53,11 @@ func TestMemoryLimitEndsAHogWithOOM(t *testing.T) {
 		t.Cleanup(func() { _ = sibling.Destroy() })
 
 		// tail keeps the last line of /dev/zero, which never ends.
-		hog, err := c.Start(Request{Executable: "tail", Arguments: []string{"/dev/zero"}, WorkingDirectory: "/",
+		hog, err := c.Start(proc.Request{Executable: "tail", Arguments: []string{"/dev/zero"}, WorkingDirectory: "/",
 			Environment: map[string]string{}}, nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = hog.Destroy() })
-		require.Equal(t, ExitStatus{Signal: "SIGKILL", Reason: ReasonOOM}, waitExit(t, hog))
+		require.Equal(t, proc.ExitStatus{Signal: "SIGKILL", Reason: proc.ReasonOOM}, waitExit(t, hog))
 		t0 := time.Now()
 		require.NoError(t, hog.Destroy())
 		require.Less(t, time.Since(t0), time.Second, "destroy within 1 s, the issue's bound")
@@ -89,7 +91,7 @@ func TestPidsLimitHoldsAForkBomb(t *testing.T) {
 		for range 20 {
 			o, st := output(t, shReq(t, `echo ok`), nil)
 			require.Equal(t, "ok\n", o)
-			require.Equal(t, ExitStatus{}, st)
+			require.Equal(t, proc.ExitStatus{}, st)
 			require.LessOrEqual(t, len(markedAlive(mark)), 200)
 		}
 		if c.LimitMechanisms()["pids"] == MechCgroupV1 {

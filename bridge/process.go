@@ -25,10 +25,14 @@ import (
 // exited child stays an unreaped zombie, on purpose, so that its pid, which
 // is the group id Signal and Destroy send to, cannot be reused by an
 // unrelated process group.
+//
+// Its locks are inMu (stdin), mu (stdout, the exit, destroy), errMu
+// (stderr) and destroyMu (Destroy); the order is destroyMu, then mu or
+// inMu, one at a time, and no two of the others together (doc.go).
 type Process struct {
-	cfg       Config // immutable after Start
-	pid       int    // also the process group id: the child (or the init) is its group's leader
-	pidfd     *pidfd // the child's (or the init's), on the poller; only waitChild uses it
+	cfg       proc.Config // immutable after Start
+	pid       int         // also the process group id: the child (or the init) is its group's leader
+	pidfd     *pidfd      // the child's (or the init's), on the poller; only waitChild uses it
 	contain   *Containment
 	cgroup    *cgroup       // ContainCgroup: the process's own cgroup
 	v1        *v1Group      // the process's cgroups in v1 hierarchies, for limits
@@ -52,32 +56,34 @@ type Process struct {
 	inMu       sync.Mutex // guards the in* fields
 	inCond     *sync.Cond // on inMu; wakes the stdin pump: bytes queued, CloseStdin, Destroy
 	inQ        queue      // pushed, not yet written to the pipe
-	inClosed   bool       // CloseStdin was called
-	inBroken   bool       // the pipe failed: pushed bytes are discarded and counted
-	inStop     bool       // Destroy was called
+	inEnd      stdinEnd   // whether stdin takes pushes: CloseStdin and Destroy end it
+	inPipe     stdinPipe  // the child's pipe: taking bytes, full, or failed
 	inConsumed int64      // bytes written to the pipe or discarded after it failed
-	inFull     bool       // the pipe is full and queued bytes wait for the child to read
 	// inRaw is stdinW's, for PushStdin's direct writes; made by the first.
 	inRaw   syscall.RawConn
 	inNowFd func(uintptr) bool // p.writeStdinNowFd, bound with inRaw
 	inNow   []byte             // writeStdinNowFd's argument
 	inNowN  int                // and result
 
-	outMu   sync.Mutex     // guards out and outStop; held while Stdout's fn runs
-	outCond *sync.Cond     // on outMu; wakes the stdout pump: room appeared, Destroy
-	out     *replay.Buffer // stdout replay buffer
-	outStop bool           // Destroy was called
+	// mu guards the stdout buffer, the exit and destroy; it is held while
+	// Stdout's fn runs. One lock for all three lets a reader see the exit
+	// and the stdout it follows together (StdoutExit): the stdout pump
+	// records EOF before the exit is published. It also orders Signal's
+	// kill(-pgid) before the reap: the leader stays an unreaped zombie
+	// until Destroy, so its pid, which is the group id, cannot be reused
+	// while anyone may still signal it.
+	mu      sync.Mutex
+	outCond *sync.Cond      // on mu; wakes the stdout pump: room appeared, Destroy
+	out     *replay.Buffer  // stdout replay buffer
+	exit    proc.ExitStatus // set once, when exited turns true
+	exited  bool            // the exit is published: exit is set and done is closed
+	// destroy is written with destroyMu and mu held, so it may be read
+	// under either: past destroyNone, the stdout pump stops and Signal
+	// delivers nothing.
+	destroy destroyState
 
 	errMu   sync.Mutex   // guards errRing; held while Stderr's fn runs
 	errRing *replay.Ring // lossy stderr
-
-	// mu guards the exit and orders Signal's kill(-pgid) before the reap:
-	// the leader stays an unreaped zombie until Destroy, so its pid, which is
-	// the group id, cannot be reused while anyone may still signal it.
-	mu         sync.Mutex
-	exit       ExitStatus
-	published  bool // exit is set and done is closed
-	destroying bool // Destroy has killed the group; no more signals
 
 	done      chan struct{} // closed when the exit is published
 	destroyCh chan struct{} // closed by Destroy after the group was killed
@@ -88,268 +94,37 @@ type Process struct {
 	stderrDone chan struct{}
 	waitDone   chan struct{}
 
-	destroyMu    sync.Mutex // serialises Destroy; guards the two below
-	destroyStart bool       // the first Destroy began the teardown
-	destroyed    bool       // a Destroy succeeded: nothing is left
+	destroyMu sync.Mutex // serialises Destroy; held while destroy changes
 }
 
-// Start starts req in DefaultContainment; see Containment.Start.
-func Start(req Request, cfg *Config) (*Process, error) {
-	return DefaultContainment().Start(req, cfg)
-}
+// stdinEnd says whether stdin still takes pushes. It only moves forward:
+// open, then closing or stopped; closing, then stopped.
+type stdinEnd uint8
 
-// Start validates req, starts the child in the containment and starts its
-// pumps. A nil cfg means DefaultConfig. Validation and start failures are
-// *StartError.
-//
-// The child runs in a new process group under an init of ours (see
-// MaybeRunInit and Containment.initMode), which leads the group the server
-// sees and ends the child's whole tree when the server dies; as cfg.RunAs
-// when set, with only stdin, stdout and stderr open, with the limits of the
-// containment and at its children's oom_score_adj. Without an init (a
-// program that does not call MaybeRunInit) the child itself leads the
-// group, with Pdeathsig SIGKILL (Linux ties Pdeathsig to the thread that
-// forked; Go ends a thread only when a goroutine locked to it exits without
-// unlocking). Signals the server ignores (SIG_IGN) stay ignored in the
-// child, as with any exec; signals the Go runtime handles are reset to their
-// defaults. With cfg.TTY the child runs on a pseudo-terminal instead of
-// pipes, as the leader of a new session (pty_linux.go).
-func (ct *Containment) Start(req Request, cfg *Config) (*Process, error) {
-	c, err := cfg.Resolve()
-	if err != nil {
-		return nil, fmt.Errorf("start process: %w", err)
-	}
-	if err := checkDir(req.WorkingDirectory, c.RunAs); err != nil {
-		return nil, err
-	}
-	env, err := buildEnv(req.Environment)
-	if err != nil {
-		return nil, err
-	}
-	path, err := resolveExecutable(&req, c.RunAs)
-	if err != nil {
-		return nil, err
-	}
-	argv := append([]string{req.Executable}, req.Arguments...)
+const (
+	stdinOpen    stdinEnd = iota
+	stdinClosing          // CloseStdin: the pump closes the pipe after the queue
+	stdinStopped          // Destroy: the pump ends now, whatever is queued
+)
 
-	var files []*os.File // every pipe end, closed on failure
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
-	var inR, inW, outR, outW *os.File
-	if c.TTY != nil {
-		// The slave is the child's stdin and stdout (and stderr, below).
-		pt, err := openPTY(c.TTY, c.RunAs)
-		if err != nil {
-			return nil, startFailure(ReasonStartFailed, err)
-		}
-		files = append(files, pt.master, pt.masterW, pt.slave)
-		inR, inW, outR, outW = pt.slave, pt.masterW, pt.master, pt.slave
-	} else {
-		if inR, inW, err = pipe(); err != nil {
-			return nil, startFailure(ReasonStartFailed, err)
-		}
-		if outR, outW, err = pipe(); err != nil {
-			closeAll()
-			return nil, startFailure(ReasonStartFailed, err)
-		}
-	}
-	errR, errW, err := pipe()
-	if err != nil {
-		closeAll()
-		return nil, startFailure(ReasonStartFailed, err)
-	}
+// stdinPipe is the state of the child's stdin pipe as the pump last met it.
+// It moves between taking and full until it fails, for good.
+type stdinPipe uint8
 
-	pidFD := -1
-	sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: &pidFD}
-	if u := c.RunAs; u != nil {
-		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: append([]uint32{}, u.Groups...)}
-	}
-	// Fd puts the child's ends in blocking mode, as a child expects; ours
-	// stay non-blocking, on the poller, so Close unblocks a pending Read.
-	attr := &syscall.ProcAttr{
-		Dir:   req.WorkingDirectory,
-		Env:   env, // never nil, so nothing is inherited
-		Files: []uintptr{inR.Fd(), outW.Fd(), errW.Fd()},
-		Sys:   sys,
-	}
-	if c.TTY != nil {
-		// A terminal merges stderr into stdout: the stderr pipe only
-		// gives its EOF, at once.
-		attr.Files[2] = outW.Fd()
-		ttySysProcAttr(sys)
-	}
-	execPath, execArgv := path, argv
-	var (
-		cg               *cgroup
-		v1               *v1Group
-		statusR, statusW *os.File
-		ctlR, ctlW       *os.File
-	)
-	name := fmt.Sprintf("%s-%d", ct.owner, cgroupSeq.Add(1))
-	limits := ct.Limits().Tighten(c.Limits)
-	if ct.kind == ContainCgroup {
-		var fd int
-		if cg, fd, err = ct.newCgroup(name, limits); err != nil {
-			closeAll()
-			return nil, startFailure(ReasonStartFailed, err)
-		}
-		defer syscall.Close(fd)
-		sys.UseCgroupFD, sys.CgroupFD = true, fd
-	}
-	if ct.lim.active() && len(ct.lim.v1) > 0 {
-		if v1, err = ct.lim.newV1(name, limits); err != nil {
-			closeAll()
-			if cg != nil {
-				_ = cg.remove()
-			}
-			return nil, startFailure(ReasonStartFailed, err)
-		}
-	}
-	mode := ct.initMode()
-	var payload *initPayload
-	if mode != "" {
-		// The init gets nothing of the request on its command line or in
-		// its environment: both are world-readable in /proc. They follow
-		// on the control pipe.
-		if statusR, statusW, err = pipe(); err == nil {
-			ctlR, ctlW, err = pipe()
-		}
-		if err != nil {
-			closeAll()
-			return nil, startFailure(ReasonStartFailed, err)
-		}
-		if mode == initPIDNamespace {
-			sys.Cloneflags |= syscall.CLONE_NEWPID
-		} else {
-			// A guardian must outlive the server long enough to end its
-			// tree; it learns of the server's death by EOF on the
-			// control pipe.
-			sys.Pdeathsig = 0
-		}
-		attr.Files = append(attr.Files, statusW.Fd(), ctlR.Fd())
-		attr.Env = []string{initEnv}
-		execPath, execArgv = "/proc/self/exe", []string{initArg0}
-		payload = &initPayload{Mode: mode, Path: path, Argv: argv, Env: env, Harden: hardenFor(&c), Dir: req.WorkingDirectory,
-			Rlimits: ct.lim.rlimits(limits), TTY: c.TTY != nil}
-		if c.TTY != nil {
-			// The init is no session leader: its child is.
-			sys.Setsid, sys.Setctty, sys.Setpgid = false, false, true
-		}
-		if payload.Harden != nil {
-			// The init stays root, to drop the child's capabilities; the
-			// child is switched to its user (payload.Harden.Cred).
-			sys.Credential = nil
-		}
-	}
-	closeOnExecFrom3()
-	pid, err := syscall.ForkExec(execPath, execArgv, attr)
-	started := time.Now()
-	inR.Close()
-	outW.Close()
-	errW.Close()
-	if statusW != nil {
-		statusW.Close()
-		ctlR.Close()
-	}
-	fail := func(err error) (*Process, error) {
-		closeAll()
-		if cg != nil {
-			_ = cg.remove()
-		}
-		_ = v1.remove()
-		return nil, err
-	}
-	if err != nil {
-		return fail(forkFailure(err))
-	}
-	// The init (or the child) enters its v1 cgroups and takes the
-	// children's oom_score_adj before it starts anything: the init waits
-	// for its payload, sent below. A child started without an init may
-	// fork before, or be gone already (which is why its error is ignored);
-	// it and its descendants are bounded from then on.
-	admitErr := ct.admit(pid, v1)
-	pfd, err := newPidfd(pidFD)
-	if err != nil {
-		// Without a pidfd the child cannot be waited for: end it.
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		_, _ = syscall.Wait4(pid, nil, 0, nil)
-		if cg != nil {
-			_ = cg.kill()
-			_, _ = cg.waitEmpty(time.Now().Add(c.DestroyWait))
-		}
-		return fail(startFailure(ReasonStartFailed, err))
-	}
-	var status *bufio.Reader
-	if statusR != nil {
-		// The init says whether it could start the child.
-		status = bufio.NewReaderSize(statusR, 64) // lines of a few bytes: "started", "exit 3"
-		word, n, err := "", 0, admitErr
-		if err == nil {
-			err = writePayload(ctlW, payload)
-		}
-		if err == nil {
-			word, n, err = initStatus(status)
-		}
-		if err != nil || word != "started" {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			if _, werr := pfd.waitExited(); werr == nil {
-				_ = pfd.reap()
-			}
-			_ = pfd.close()
-			if err == nil && word == "error" {
-				return fail(forkFailure(syscall.Errno(n)))
-			}
-			return fail(startFailure(ReasonStartFailed, fmt.Errorf("init of the PID namespace: %q, %w", word, err)))
-		}
-	}
+const (
+	pipeTaking stdinPipe = iota // the last write took everything, or none was made
+	pipeFull                    // queued bytes wait for the child to read (StdinBlocked)
+	pipeBroken                  // a write failed: pushed bytes are discarded and counted
+)
 
-	p := &Process{
-		cfg:        c,
-		pid:        pid,
-		pidfd:      pfd,
-		contain:    ct,
-		cgroup:     cg,
-		statusR:    statusR,
-		status:     status,
-		ctlW:       ctlW,
-		v1:         v1,
-		guardian:   mode == initGuardian,
-		startedAt:  started,
-		notify:     make(chan struct{}, 1),
-		stdinW:     inW,
-		stdoutR:    outR,
-		stderrR:    errR,
-		out:        replay.New(c.StdoutWindow),
-		errRing:    replay.NewRing(c.StderrRing),
-		done:       make(chan struct{}),
-		destroyCh:  make(chan struct{}),
-		stdinDone:  make(chan struct{}),
-		stdoutDone: make(chan struct{}),
-		stderrDone: make(chan struct{}),
-		waitDone:   make(chan struct{}),
-	}
-	if mode == initPIDNamespace {
-		p.pidns, _ = os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
-	}
-	p.inCond = sync.NewCond(&p.inMu)
-	p.outCond = sync.NewCond(&p.outMu)
-	go p.pumpStdin()
-	go p.pumpStdout()
-	go p.pumpStderr()
-	go p.waitChild()
-	return p, nil
-}
+// destroyState is how far Destroy has gone. It only moves forward.
+type destroyState uint8
+
+const (
+	destroyNone    destroyState = iota
+	destroyStarted              // the first Destroy stopped the pumps and killed; a later one kills again
+	destroyDone                 // a Destroy found nothing left: every later one returns nil
+)
 
 // Pid returns the process id of the child's init, which is also the
 // process group id the server signals; without an init, the child's.
@@ -388,9 +163,25 @@ func (p *Process) changed(what proc.Change) {
 // also takes. fn may slice and ack; views it takes are valid only inside fn.
 // Acking wakes the pump if it was waiting for room.
 func (p *Process) Stdout(fn func(b *replay.Buffer)) {
-	p.outMu.Lock()
-	defer p.outMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	fn(p.out)
+	if p.out.Room() > 0 {
+		p.outCond.Signal()
+	}
+}
+
+// StdoutExit is Stdout that also passes fn the exit, as Exit would return
+// it, read under the same lock: one trip into the process for both. The two
+// are consistent: the stdout pump records EOF before the exit is
+// published, so an exit fn sees comes with the stream's EOF, unless the
+// exit was published ExitWait after the child's death without it (a
+// descendant holds stdout, or the window is full) or the process was
+// destroyed. fn must not call the Process.
+func (p *Process) StdoutExit(fn func(b *replay.Buffer, exit proc.ExitStatus, exited bool)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fn(p.out, p.exit, p.exited)
 	if p.out.Room() > 0 {
 		p.outCond.Signal()
 	}
@@ -415,15 +206,15 @@ func (p *Process) PushStdin(b []byte) error {
 	p.inMu.Lock()
 	defer p.inMu.Unlock()
 	switch {
-	case p.inStop:
-		return ErrDestroyed
-	case p.inClosed:
-		return ErrStdinClosed
+	case p.inEnd == stdinStopped:
+		return proc.ErrDestroyed
+	case p.inEnd == stdinClosing:
+		return proc.ErrStdinClosed
 	case len(b) == 0:
 		return nil
 	case p.inQ.len()+len(b) > p.cfg.StdinWindow:
-		return &StdinOverflowError{Queued: p.inQ.len(), Pushed: len(b), Window: p.cfg.StdinWindow}
-	case p.inBroken:
+		return &proc.StdinOverflowError{Queued: p.inQ.len(), Pushed: len(b), Window: p.cfg.StdinWindow}
+	case p.inPipe == pipeBroken:
 		p.inConsumed += int64(len(b))
 		p.changed(proc.ChangeStdinPushed)
 		return nil
@@ -477,7 +268,9 @@ func (p *Process) writeStdinNowFd(fd uintptr) bool {
 func (p *Process) CloseStdin() error {
 	p.inMu.Lock()
 	defer p.inMu.Unlock()
-	p.inClosed = true
+	if p.inEnd == stdinOpen {
+		p.inEnd = stdinClosing
+	}
 	p.inCond.Signal()
 	return nil
 }
@@ -497,17 +290,17 @@ func (p *Process) StdinConsumed() int64 {
 func (p *Process) StdinBlocked() bool {
 	p.inMu.Lock()
 	defer p.inMu.Unlock()
-	return p.inFull
+	return p.inPipe == pipeFull
 }
 
 // Done returns a channel closed once, when the exit is published.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Exit returns the published exit status; ok is false until it is published.
-func (p *Process) Exit() (status ExitStatus, ok bool) {
+func (p *Process) Exit() (status proc.ExitStatus, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.exit, p.published
+	return p.exit, p.exited
 }
 
 // Signal sends sig to the child's whole process group. Only SIGINT, SIGTERM
@@ -522,11 +315,11 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 	switch sig {
 	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL:
 	default:
-		return false, &UnsupportedSignalError{Signal: sig}
+		return false, &proc.UnsupportedSignalError{Signal: sig}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.published || p.destroying {
+	if p.exited || p.destroy != destroyNone {
 		return false, nil
 	}
 	if fg := p.ttyForeground(); fg > 0 {
@@ -543,7 +336,7 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 		}
 		return true, nil
 	}
-	// The leader is not reaped before destroying is set, so the group id
+	// The leader is not reaped before destroy moves on, so the group id
 	// is still ours.
 	if err := syscall.Kill(-p.pid, sig); err != nil {
 		if err == syscall.ESRCH {
@@ -569,44 +362,60 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 func (p *Process) Destroy() error {
 	p.destroyMu.Lock()
 	defer p.destroyMu.Unlock()
-	if p.destroyed {
+	if p.destroy == destroyDone {
 		return nil
 	}
 	deadline := time.Now().Add(p.cfg.DestroyWait)
 	timer := time.NewTimer(p.cfg.DestroyWait)
 	defer timer.Stop()
-	if !p.destroyStart {
-		p.destroyStart = true
-		// The stdout pump stops before the kill: the kill closes the
-		// child's pipe ends, and the pump must not take the end that causes
-		// for the stream's EOF (a destroyed stream has none).
-		p.outMu.Lock()
-		p.outStop = true
-		p.outCond.Signal()
-		p.outMu.Unlock()
-
-		p.mu.Lock()
-		p.destroying = true
-		p.kill()
-		p.mu.Unlock()
-
-		// The stdin pump stops after it: ending, it closes the child's
-		// stdin, and a child that read that EOF before the kill could exit
-		// on its own (cat: exit 0), so that a destroyed process's exit
-		// would not say SIGKILL (TestDrainSecondSignalMeansNow, under load).
-		p.inMu.Lock()
-		p.inStop = true
-		p.inCond.Signal()
-		p.inMu.Unlock()
-		close(p.destroyCh) // only now may the leader be reaped
-
-		p.closeStdinW()
-		p.stdoutR.Close()
-		p.stderrR.Close()
+	if p.destroy == destroyNone {
+		p.startDestroy()
 	} else {
 		p.kill() // again: something survived the last time
 	}
+	if err := p.waitGoroutines(timer.C); err != nil {
+		return err
+	}
+	if err := p.waitContainmentGone(deadline, timer.C); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.destroy = destroyDone
+	p.mu.Unlock()
+	return nil
+}
 
+// startDestroy is the first Destroy's teardown: stop the pumps, kill the
+// containment, let the leader be reaped and close our ends of the pipes.
+// p.destroyMu must be held.
+func (p *Process) startDestroy() {
+	// The stdout pump stops before the kill: the kill closes the child's
+	// pipe ends, and the pump must not take the end that causes for the
+	// stream's EOF (a destroyed stream has none). Signal delivers nothing
+	// from then on.
+	p.mu.Lock()
+	p.destroy = destroyStarted
+	p.outCond.Signal()
+	p.kill()
+	p.mu.Unlock()
+
+	// The stdin pump stops after it: ending, it closes the child's stdin,
+	// and a child that read that EOF before the kill could exit on its own
+	// (cat: exit 0), so that a destroyed process's exit would not say
+	// SIGKILL (TestDrainSecondSignalMeansNow, under load).
+	p.inMu.Lock()
+	p.inEnd = stdinStopped
+	p.inCond.Signal()
+	p.inMu.Unlock()
+	close(p.destroyCh) // only now may the leader be reaped
+
+	p.closeStdinW()
+	p.stdoutR.Close()
+	p.stderrR.Close()
+}
+
+// waitGoroutines waits for the pumps and the reap of the child, until stop.
+func (p *Process) waitGoroutines(stop <-chan time.Time) error {
 	for _, w := range []struct {
 		name string
 		ch   <-chan struct{}
@@ -623,18 +432,14 @@ func (p *Process) Destroy() error {
 		}
 		select {
 		case <-w.ch:
-		case <-timer.C:
+		case <-stop:
 			if w.ch == p.waitDone && p.contain.kind == ContainPIDNamespace {
 				// The init outlives the bound only while its namespace does.
 				return p.survivors()
 			}
-			return &DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: w.name}
+			return &proc.DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: w.name}
 		}
 	}
-	if err := p.waitContainmentGone(deadline, timer.C); err != nil {
-		return err
-	}
-	p.destroyed = true
 	return nil
 }
 
@@ -685,7 +490,7 @@ func (p *Process) waitContainmentGone(deadline time.Time, stop <-chan time.Time)
 // survivors names the processes of the containment still alive, or, when
 // none is left by the time it looks, says what was still pending.
 func (p *Process) survivors() error {
-	e := &SurvivorsError{Wait: p.cfg.DestroyWait}
+	e := &proc.SurvivorsError{Wait: p.cfg.DestroyWait}
 	var pids []int
 	switch p.contain.kind {
 	case ContainCgroup:
@@ -706,7 +511,7 @@ func (p *Process) survivors() error {
 		}
 	}
 	if len(pids) == 0 {
-		return &DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: "death of the " + e.Containment}
+		return &proc.DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: "death of the " + e.Containment}
 	}
 	e.Count = len(pids)
 	for _, pid := range pids[:min(len(pids), 16)] {

@@ -16,14 +16,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
 
 func TestCatStreams16MiB(t *testing.T) {
 	data := make([]byte, 16<<20)
 	_, _ = rand.Read(data)
-	cfg := &Config{StdinWindow: 256 << 10, StdoutWindow: 512 << 10}
-	p := start(t, Request{Executable: "cat", WorkingDirectory: t.TempDir()}, cfg)
+	cfg := &proc.Config{StdinWindow: 256 << 10, StdoutWindow: 512 << 10}
+	p := start(t, proc.Request{Executable: "cat", WorkingDirectory: t.TempDir()}, cfg)
 
 	h := sha256.New()
 	c := newConsumer(t, p, h)
@@ -46,20 +47,20 @@ func TestCatStreams16MiB(t *testing.T) {
 	})
 	require.Equal(t, sha256.Sum256(data), [32]byte(h.Sum(nil)))
 	require.Equal(t, int64(len(data)), p.StdinConsumed())
-	require.Equal(t, ExitStatus{}, waitExit(t, p))
+	require.Equal(t, proc.ExitStatus{}, waitExit(t, p))
 }
 
 func TestCloseStdinGivesEOF(t *testing.T) {
-	p := start(t, Request{Executable: "wc", Arguments: []string{"-c"}, WorkingDirectory: t.TempDir()}, nil)
+	p := start(t, proc.Request{Executable: "wc", Arguments: []string{"-c"}, WorkingDirectory: t.TempDir()}, nil)
 	require.NoError(t, p.PushStdin(bytes.Repeat([]byte("x"), 100_000)))
 	require.NoError(t, p.PushStdin([]byte("tail")))
 	require.NoError(t, p.CloseStdin())
 	require.NoError(t, p.CloseStdin(), "idempotent")
-	require.ErrorIs(t, p.PushStdin([]byte("late")), ErrStdinClosed)
+	require.ErrorIs(t, p.PushStdin([]byte("late")), proc.ErrStdinClosed)
 	var out bytes.Buffer
 	newConsumer(t, p, &out).toEOF()
 	require.Equal(t, "100004", strings.TrimSpace(out.String()))
-	require.Equal(t, ExitStatus{}, waitExit(t, p))
+	require.Equal(t, proc.ExitStatus{}, waitExit(t, p))
 	require.Equal(t, int64(100004), p.StdinConsumed())
 }
 
@@ -68,8 +69,8 @@ func TestCloseStdinGivesEOF(t *testing.T) {
 // returns, even though the child (sleep) never reads. What the pipe
 // refuses is queued, in order (TestCatStreams16MiB mixes both).
 func TestPushStdinWritesAtOnce(t *testing.T) {
-	p := start(t, Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()},
-		&Config{StdinWindow: 1 << 20})
+	p := start(t, proc.Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()},
+		&proc.Config{StdinWindow: 1 << 20})
 	require.NoError(t, p.PushStdin([]byte("hello")))
 	require.Equal(t, int64(5), p.StdinConsumed())
 	require.NoError(t, p.PushStdin(make([]byte, 1<<20)))
@@ -79,15 +80,15 @@ func TestPushStdinWritesAtOnce(t *testing.T) {
 }
 
 func TestStdinOverflow(t *testing.T) {
-	p := start(t, Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()},
-		&Config{StdinWindow: 10})
+	p := start(t, proc.Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()},
+		&proc.Config{StdinWindow: 10})
 	err := p.PushStdin(make([]byte, 11))
-	var oe *StdinOverflowError
+	var oe *proc.StdinOverflowError
 	require.ErrorAs(t, err, &oe)
-	require.Equal(t, StdinOverflowError{Queued: 0, Pushed: 11, Window: 10}, *oe)
+	require.Equal(t, proc.StdinOverflowError{Queued: 0, Pushed: 11, Window: 10}, *oe)
 	require.NoError(t, p.PushStdin(make([]byte, 10)))
 	require.NoError(t, p.Destroy())
-	require.ErrorIs(t, p.PushStdin([]byte("x")), ErrDestroyed)
+	require.ErrorIs(t, p.PushStdin([]byte("x")), proc.ErrDestroyed)
 }
 
 func TestExitCodes(t *testing.T) {
@@ -95,7 +96,7 @@ func TestExitCodes(t *testing.T) {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
 			p := start(t, shReq(t, "echo bye; exit "+strconv.Itoa(code)), nil)
 			st := waitExit(t, p)
-			require.Equal(t, ExitStatus{Code: code}, st)
+			require.Equal(t, proc.ExitStatus{Code: code}, st)
 			// A normal child's stdout EOF is recorded before its exit.
 			p.Stdout(func(b *replay.Buffer) {
 				off, ok := b.EOF()
@@ -111,25 +112,25 @@ func TestExitCodes(t *testing.T) {
 
 func TestSignalKills(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
-		t.Run(signalName(int(sig)), func(t *testing.T) {
-			p := start(t, Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()}, nil)
+		t.Run(proc.SignalName(int(sig)), func(t *testing.T) {
+			p := start(t, proc.Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()}, nil)
 			delivered, err := p.Signal(sig)
 			require.NoError(t, err)
 			require.True(t, delivered)
-			require.Equal(t, ExitStatus{Signal: signalName(int(sig))}, waitExit(t, p))
+			require.Equal(t, proc.ExitStatus{Signal: proc.SignalName(int(sig))}, waitExit(t, p))
 			require.NoError(t, p.Destroy())
 			st, ok := p.Exit()
 			require.True(t, ok)
-			require.Equal(t, ExitStatus{Signal: signalName(int(sig))}, st, "Destroy keeps the real status")
+			require.Equal(t, proc.ExitStatus{Signal: proc.SignalName(int(sig))}, st, "Destroy keeps the real status")
 		})
 	}
 }
 
 func TestSignalUnsupported(t *testing.T) {
-	p := start(t, Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()}, nil)
+	p := start(t, proc.Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()}, nil)
 	delivered, err := p.Signal(syscall.SIGHUP)
 	require.False(t, delivered)
-	var ue *UnsupportedSignalError
+	var ue *proc.UnsupportedSignalError
 	require.ErrorAs(t, err, &ue)
 	require.Equal(t, syscall.SIGHUP, ue.Signal)
 	_, exited := p.Exit()
@@ -155,7 +156,7 @@ func TestTrappedTermSurvivesUntilKill(t *testing.T) {
 	delivered, err = p.Signal(syscall.SIGKILL)
 	require.NoError(t, err)
 	require.True(t, delivered)
-	require.Equal(t, ExitStatus{Signal: "SIGKILL"}, waitExit(t, p))
+	require.Equal(t, proc.ExitStatus{Signal: "SIGKILL"}, waitExit(t, p))
 }
 
 func TestFullStdoutBlocksTheChild(t *testing.T) {
@@ -168,7 +169,7 @@ func TestFullStdoutBlocksTheChild(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { testHookStdoutBlocked = nil })
-	p := start(t, Request{Executable: "yes", WorkingDirectory: t.TempDir()}, &Config{StdoutWindow: window})
+	p := start(t, proc.Request{Executable: "yes", WorkingDirectory: t.TempDir()}, &proc.Config{StdoutWindow: window})
 
 	held := func() (n int64) {
 		p.Stdout(func(b *replay.Buffer) {
@@ -222,7 +223,7 @@ func TestFullStdoutBlocksTheChild(t *testing.T) {
 }
 
 func TestStderrFloodNeverBlocks(t *testing.T) {
-	p := start(t, shReq(t, `head -c 10000000 /dev/zero >&2; echo done`), &Config{StderrRing: 4096})
+	p := start(t, shReq(t, `head -c 10000000 /dev/zero >&2; echo done`), &proc.Config{StderrRing: 4096})
 	var out bytes.Buffer
 	c := newConsumer(t, p, &out)
 	c.until("all of stderr", func() bool {
@@ -232,7 +233,7 @@ func TestStderrFloodNeverBlocks(t *testing.T) {
 	})
 	c.toEOF()
 	require.Equal(t, "done\n", out.String())
-	require.Equal(t, ExitStatus{}, waitExit(t, p))
+	require.Equal(t, proc.ExitStatus{}, waitExit(t, p))
 	p.Stderr(func(r *replay.Ring) {
 		require.Equal(t, int64(10_000_000), r.End())
 		require.Positive(t, r.Dropped())
@@ -243,7 +244,7 @@ func TestStderrFloodNeverBlocks(t *testing.T) {
 }
 
 func TestExitNotHeldByDescendantHoldingStdout(t *testing.T) {
-	p := start(t, shReq(t, `sleep 300 & echo hi`), &Config{ExitWait: 200 * time.Millisecond})
+	p := start(t, shReq(t, `sleep 300 & echo hi`), &proc.Config{ExitWait: 200 * time.Millisecond})
 	var out bytes.Buffer
 	c := newConsumer(t, p, &out)
 	c.until("the exit", func() bool {
@@ -251,14 +252,14 @@ func TestExitNotHeldByDescendantHoldingStdout(t *testing.T) {
 		return ok
 	})
 	st, _ := p.Exit()
-	require.Equal(t, ExitStatus{}, st)
+	require.Equal(t, proc.ExitStatus{}, st)
 	c.until("hi", func() bool { return out.String() == "hi\n" })
 	require.False(t, c.eof, "sleep still holds stdout")
 	require.NoError(t, p.Destroy())
 }
 
 func TestStdinAfterExitDoesNotBlock(t *testing.T) {
-	p := start(t, shReq(t, `exit 0`), &Config{StdinWindow: 64 << 10})
+	p := start(t, shReq(t, `exit 0`), &proc.Config{StdinWindow: 64 << 10})
 	waitExit(t, p)
 	c := newConsumer(t, p, nil)
 	pushed := int64(0)
@@ -273,7 +274,7 @@ func TestStdinAfterExitDoesNotBlock(t *testing.T) {
 
 func TestDestroyIsIdempotent(t *testing.T) {
 	t.Run("running", func(t *testing.T) {
-		p := start(t, Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()}, nil)
+		p := start(t, proc.Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()}, nil)
 		var wg sync.WaitGroup
 		errs := make([]error, 4)
 		for i := range errs {
@@ -286,18 +287,18 @@ func TestDestroyIsIdempotent(t *testing.T) {
 		require.NoError(t, p.Destroy())
 		st, ok := p.Exit()
 		require.True(t, ok)
-		require.Equal(t, ExitStatus{Signal: "SIGKILL"}, st)
+		require.Equal(t, proc.ExitStatus{Signal: "SIGKILL"}, st)
 		delivered, err := p.Signal(syscall.SIGTERM)
 		require.NoError(t, err)
 		require.False(t, delivered)
 	})
 	t.Run("after exit", func(t *testing.T) {
 		p := start(t, shReq(t, `exit 7`), nil)
-		require.Equal(t, ExitStatus{Code: 7}, waitExit(t, p))
+		require.Equal(t, proc.ExitStatus{Code: 7}, waitExit(t, p))
 		require.NoError(t, p.Destroy())
 		require.NoError(t, p.Destroy())
 		st, _ := p.Exit()
-		require.Equal(t, ExitStatus{Code: 7}, st)
+		require.Equal(t, proc.ExitStatus{Code: 7}, st)
 	})
 }
 
@@ -319,7 +320,7 @@ func TestDestroyKillsTheGroup(t *testing.T) {
 	require.Equal(t, pgid, got)
 
 	require.NoError(t, p.Destroy())
-	require.Equal(t, ExitStatus{Signal: "SIGKILL"}, waitExit(t, p))
+	require.Equal(t, proc.ExitStatus{Signal: "SIGKILL"}, waitExit(t, p))
 	require.False(t, groupHasLive(pgid), "a live process of the group survived Destroy")
 	require.Equal(t, fds, fdCount(t), "leaked file descriptors")
 
@@ -334,7 +335,7 @@ func TestDestroyUnblocksEverything(t *testing.T) {
 	// nobody reads stdin. Whether Destroy's kill reaches it or not, the
 	// destroyed stream must not report an EOF: with containment the kill
 	// closes the pipe's last writer while the stdout pump may be reading.
-	p := start(t, shReq(t, `setsid sleep 300 & echo $!; exec sleep 300`), &Config{StdinWindow: 1 << 20})
+	p := start(t, shReq(t, `setsid sleep 300 & echo $!; exec sleep 300`), &proc.Config{StdinWindow: 1 << 20})
 	var out bytes.Buffer
 	c := newConsumer(t, p, &out)
 	c.until("the escaped pid", func() bool { return strings.HasSuffix(out.String(), "\n") })
@@ -345,16 +346,16 @@ func TestDestroyUnblocksEverything(t *testing.T) {
 	require.NoError(t, p.PushStdin(make([]byte, 1<<20))) // fills the pipe; the pump blocks writing
 	fds := fdCount(t)
 	require.NoError(t, p.Destroy())
-	require.Equal(t, ExitStatus{Signal: "SIGKILL"}, waitExit(t, p))
+	require.Equal(t, proc.ExitStatus{Signal: "SIGKILL"}, waitExit(t, p))
 	require.Less(t, fdCount(t), fds, "our pipe ends are closed")
 	c.poll()
 	require.False(t, c.eof, "a destroyed stream has no EOF")
 }
 
 func TestDestroyTimeoutError(t *testing.T) {
-	e := &DestroyTimeoutError{Wait: time.Second, Pending: "stdout pump"}
+	e := &proc.DestroyTimeoutError{Wait: time.Second, Pending: "stdout pump"}
 	require.Equal(t, "destroy process: not finished within 1s: stdout pump pending", e.Error())
-	require.True(t, errors.As(error(e), new(*DestroyTimeoutError)))
+	require.True(t, errors.As(error(e), new(*proc.DestroyTimeoutError)))
 }
 
 func TestNotifyOnExit(t *testing.T) {
@@ -370,7 +371,7 @@ func TestNotifyOnExit(t *testing.T) {
 // it, and a child that reads nothing shows as StdinBlocked once its pipe is
 // full; once it reads, the rest goes through and the flag clears.
 func TestStdinBlockedOnAFullPipe(t *testing.T) {
-	p := start(t, shReq(t, `read go; exec wc -c`), &Config{StdinWindow: 1 << 20})
+	p := start(t, shReq(t, `read go; exec wc -c`), &proc.Config{StdinWindow: 1 << 20})
 	var out bytes.Buffer
 	c := newConsumer(t, p, &out)
 	require.False(t, p.StdinBlocked())
@@ -382,7 +383,7 @@ func TestStdinBlockedOnAFullPipe(t *testing.T) {
 	require.NoError(t, p.CloseStdin())
 	c.until("wc -c", func() bool { return out.String() == "524288\n" })
 
-	q := start(t, Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()}, &Config{StdinWindow: 1 << 20})
+	q := start(t, proc.Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()}, &proc.Config{StdinWindow: 1 << 20})
 	d := newConsumer(t, q, nil)
 	require.NoError(t, q.PushStdin(make([]byte, 512<<10)))
 	d.until("the pipe full", q.StdinBlocked)
@@ -390,4 +391,42 @@ func TestStdinBlockedOnAFullPipe(t *testing.T) {
 	require.Greater(t, consumed, int64(0), "what fit is in the pipe and counted")
 	require.Less(t, consumed, int64(512<<10))
 	require.NoError(t, q.Destroy())
+}
+
+// StdoutExit reads stdout and the exit under one lock: an exit it sees
+// comes with the stream's EOF, and acking inside it wakes a stdout pump
+// that waits for room (a 4-byte window for 12 bytes), as Stdout does.
+func TestStdoutExitSeesTheExitWithItsEOF(t *testing.T) {
+	p := start(t, shReq(t, "printf 'hello, world'; exit 3"), &proc.Config{StdoutWindow: 4, ExitWait: testTimeout})
+	var out bytes.Buffer
+	var exit proc.ExitStatus
+	deadline := time.NewTimer(testTimeout)
+	defer deadline.Stop()
+	for done := false; !done; {
+		p.StdoutExit(func(b *replay.Buffer, st proc.ExitStatus, exited bool) {
+			var chunk [4]byte
+			n, err := b.CopyAt(chunk[:], b.Start())
+			require.NoError(t, err)
+			out.Write(chunk[:n])
+			require.NoError(t, b.Ack(b.Start()+int64(n)))
+			_, eof := b.EOF()
+			if exited {
+				require.True(t, eof, "an exit seen comes with its EOF")
+				exit, done = st, true
+			}
+		})
+		if done {
+			break
+		}
+		select {
+		case <-p.Notify():
+		case <-deadline.C:
+			t.Fatal("timed out waiting for the exit")
+		}
+	}
+	require.Equal(t, "hello, world", out.String())
+	require.Equal(t, proc.ExitStatus{Code: 3}, exit)
+	st, ok := p.Exit()
+	require.True(t, ok)
+	require.Equal(t, exit, st)
 }

@@ -141,7 +141,7 @@ func (p *Process) Resize(rows, cols, xpixel, ypixel uint16) error {
 	var serr error
 	if err := rc.Control(func(fd uintptr) { serr = setWinsize(int(fd), rows, cols, xpixel, ypixel) }); err != nil {
 		// Only Destroy closes the master.
-		return fmt.Errorf("resize: %w: %w", ErrDestroyed, err)
+		return fmt.Errorf("resize: %w: %w", proc.ErrDestroyed, err)
 	}
 	return serr
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
 
@@ -23,8 +24,8 @@ import (
 var tty24x80 = &TTY{Rows: 24, Cols: 80}
 
 // ttyCfg returns a Config with a terminal and the given exit wait.
-func ttyCfg(exitWait time.Duration) *Config {
-	return &Config{TTY: tty24x80, ExitWait: exitWait}
+func ttyCfg(exitWait time.Duration) *proc.Config {
+	return &proc.Config{TTY: tty24x80, ExitWait: exitWait}
 }
 
 // TestPTYLeaderExit: the child is a session leader on its terminal (fds 0,
@@ -35,14 +36,14 @@ func ttyCfg(exitWait time.Duration) *Config {
 func TestPTYLeaderExit(t *testing.T) {
 	eachContainment(t, func(t *testing.T, c *Containment) {
 		script := `tty; stty size; echo to-stderr >&2; ps -o sid= -o pgid= -p $$; echo $$; head -c 100000 /dev/zero | tr '\0' x; echo; exit 3`
-		p, err := c.Start(shReq(t, script), ttyCfg(DefaultExitWait))
+		p, err := c.Start(shReq(t, script), ttyCfg(proc.DefaultExitWait))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = p.Destroy() })
 		require.True(t, p.TTY())
 		var b bytes.Buffer
 		newConsumer(t, p, &b).toEOF()
 		st := waitExit(t, p)
-		require.Equal(t, ExitStatus{Code: 3}, st)
+		require.Equal(t, proc.ExitStatus{Code: 3}, st)
 		lines := strings.Split(b.String(), "\r\n")
 		require.GreaterOrEqual(t, len(lines), 6, "%q", b.String())
 		require.True(t, strings.HasPrefix(lines[0], "/dev/pts/"), "%q", lines[0])
@@ -79,7 +80,7 @@ func TestPTYDescendantHoldsSlave(t *testing.T) {
 		var b bytes.Buffer
 		cons := newConsumer(t, p, &b)
 		st := waitExit(t, p)
-		require.Equal(t, ExitStatus{}, st)
+		require.Equal(t, proc.ExitStatus{}, st)
 		cons.until("early", func() bool { return strings.Contains(b.String(), "early\r\n") })
 		require.False(t, cons.eof, "the descendant holds the terminal")
 		require.NoError(t, os.WriteFile(go_, nil, 0o600))
@@ -95,7 +96,7 @@ func TestPTYDescendantHoldsSlave(t *testing.T) {
 func TestPTYDestroy(t *testing.T) {
 	eachContainment(t, func(t *testing.T, c *Containment) {
 		req, mark := marked(t, `(trap '' HUP; sleep 300) & echo up; sleep 300`)
-		p, err := c.Start(req, ttyCfg(DefaultExitWait))
+		p, err := c.Start(req, ttyCfg(proc.DefaultExitWait))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = p.Destroy() })
 		var b bytes.Buffer
@@ -110,7 +111,7 @@ func TestPTYDestroy(t *testing.T) {
 		// A guardian kills the tree after Destroy closed the master, whose
 		// hang-up may reach the leader first.
 		require.Contains(t, []string{"SIGKILL", "SIGHUP"}, st.Signal)
-		require.ErrorIs(t, p.Resize(30, 100, 0, 0), ErrDestroyed)
+		require.ErrorIs(t, p.Resize(30, 100, 0, 0), proc.ErrDestroyed)
 	})
 }
 
@@ -120,9 +121,9 @@ func TestPTYDestroy(t *testing.T) {
 // Sent to the shell's group instead, it would leave the sleep running and
 // the shell would not answer.
 func TestPTYSignalForeground(t *testing.T) {
-	req := Request{Executable: "sh", Arguments: []string{"-i"}, WorkingDirectory: t.TempDir(),
+	req := proc.Request{Executable: "sh", Arguments: []string{"-i"}, WorkingDirectory: t.TempDir(),
 		Environment: map[string]string{"PATH": "/usr/bin:/bin", "PS1": "$ "}}
-	p := start(t, req, ttyCfg(DefaultExitWait))
+	p := start(t, req, ttyCfg(proc.DefaultExitWait))
 	var b bytes.Buffer
 	cons := newConsumer(t, p, &b)
 	cons.until("the prompt", func() bool { return strings.Contains(b.String(), "$ ") })
@@ -147,14 +148,14 @@ func TestPTYSignalForeground(t *testing.T) {
 // SIGWINCH; on pipes it is ErrNoTTY.
 func TestPTYResize(t *testing.T) {
 	script := `trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.01; done`
-	p := start(t, shReq(t, script), ttyCfg(DefaultExitWait))
+	p := start(t, shReq(t, script), ttyCfg(proc.DefaultExitWait))
 	var b bytes.Buffer
 	cons := newConsumer(t, p, &b)
 	cons.until("ready", func() bool { return strings.Contains(b.String(), "ready\r\n") })
 	require.NoError(t, p.Resize(50, 132, 640, 480))
 	cons.toEOF()
 	require.Equal(t, "ready\r\n50 132\r\n", b.String())
-	require.Equal(t, ExitStatus{}, waitExit(t, p))
+	require.Equal(t, proc.ExitStatus{}, waitExit(t, p))
 
 	pipes := start(t, shReq(t, `exit 0`), nil)
 	require.False(t, pipes.TTY())
@@ -173,11 +174,11 @@ func TestPTYRunAsOwnsSlave(t *testing.T) {
 	}
 	uid, _ := strconv.Atoi(nobody.Uid)
 	gid, _ := strconv.Atoi(nobody.Gid)
-	cfg := ttyCfg(DefaultExitWait)
-	cfg.RunAs = &User{UID: uint32(uid), GID: uint32(gid)}
+	cfg := ttyCfg(proc.DefaultExitWait)
+	cfg.RunAs = &proc.User{UID: uint32(uid), GID: uint32(gid)}
 	req := shReq(t, `id -u; stat -c %u:%g:%a "$(tty)"; echo typed-ok >"$(tty)"`)
 	req.WorkingDirectory = "/" // the test's own directory is not nobody's
 	out, st := output(t, req, cfg)
-	require.Equal(t, ExitStatus{}, st)
+	require.Equal(t, proc.ExitStatus{}, st)
 	require.Equal(t, nobody.Uid+"\r\n"+nobody.Uid+":"+nobody.Gid+":620\r\ntyped-ok\r\n", out)
 }

@@ -86,12 +86,12 @@ var testHookStdoutBlocked func()
 func (p *Process) pumpStdout() {
 	defer close(p.stdoutDone)
 	r, err := newPipeReader(p.stdoutR, func(b []byte, full bool) {
-		p.outMu.Lock()
+		p.mu.Lock()
 		// Only this pump appends, and acks only add room, so all fits.
 		if m := p.out.Append(b); m != len(b) {
 			panic(fmt.Sprintf("bridge: stdout buffer took %d of %d bytes with %d room", m, len(b), p.out.Room()+m))
 		}
-		p.outMu.Unlock()
+		p.mu.Unlock()
 		if full {
 			p.changed(proc.ChangeOutput | proc.ChangeMoreOutput)
 		} else {
@@ -102,34 +102,34 @@ func (p *Process) pumpStdout() {
 		return // only a nil *os.File has none
 	}
 	for {
-		p.outMu.Lock()
-		for p.out.Room() == 0 && !p.outStop {
+		p.mu.Lock()
+		for p.out.Room() == 0 && p.destroy == destroyNone {
 			if testHookStdoutBlocked != nil {
 				testHookStdoutBlocked()
 			}
 			p.outCond.Wait()
 		}
-		if p.outStop {
-			p.outMu.Unlock()
+		if p.destroy != destroyNone {
+			p.mu.Unlock()
 			return
 		}
 		room := p.out.Room()
-		p.outMu.Unlock()
+		p.mu.Unlock()
 
 		err := r.next(min(ioChunk, room))
 		if p.ttyEOF(err) {
 			err = io.EOF // no process holds the terminal's slave any more
 		}
 		if err == io.EOF {
-			p.outMu.Lock()
-			stopped := p.outStop
+			p.mu.Lock()
+			stopped := p.destroy != destroyNone
 			if !stopped {
 				// Not once Destroy began: its kill, not the child,
 				// may have closed the pipe, and a destroyed stream
 				// has no EOF.
 				p.out.CloseEOF()
 			}
-			p.outMu.Unlock()
+			p.mu.Unlock()
 			if !stopped {
 				p.changed(proc.ChangeOutput)
 			}
@@ -175,10 +175,10 @@ func (p *Process) pumpStdin() {
 	write := w.writeFd
 	for {
 		p.inMu.Lock()
-		for p.inQ.len() == 0 && !p.inClosed && !p.inStop {
+		for p.inQ.len() == 0 && p.inEnd == stdinOpen {
 			p.inCond.Wait()
 		}
-		if p.inStop || p.inQ.len() == 0 {
+		if p.inEnd == stdinStopped || p.inQ.len() == 0 {
 			p.inMu.Unlock()
 			return
 		}
@@ -197,8 +197,7 @@ func (p *Process) pumpStdin() {
 		chunk.Put(buf)
 		if err != nil {
 			p.inMu.Lock()
-			p.inBroken = true
-			p.inFull = false
+			p.inPipe = pipeBroken
 			p.inConsumed += int64(p.inQ.len())
 			p.inQ.discard(p.inQ.len())
 			p.inMu.Unlock()
@@ -241,10 +240,13 @@ func (w *pipeWriter) writeFd(fd uintptr) bool {
 // is full, telling the consumer.
 func (p *Process) stdinWrote(n int, full bool) {
 	p.inMu.Lock()
-	changed := n > 0 || p.inFull != full
+	changed := n > 0 || (p.inPipe == pipeFull) != full
 	p.inQ.discard(n)
 	p.inConsumed += int64(n)
-	p.inFull = full
+	p.inPipe = pipeTaking
+	if full {
+		p.inPipe = pipeFull
+	}
 	p.inMu.Unlock()
 	if changed {
 		p.changed(proc.ChangeStdin)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/proc"
 )
 
 // Under RunAs, the checks before the start (made by the server, as root)
@@ -28,12 +30,12 @@ func TestRunAsPathChecksRevealNothingTheUserCannotSee(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(private, "dotfile"), []byte("secret\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(private, "tool"), []byte("#!/bin/sh\n"), 0o755))
 	require.NoError(t, os.Mkdir(filepath.Join(private, "dir"), 0o755))
-	nobody := &User{UID: 65534, GID: 65534}
+	nobody := &proc.User{UID: 65534, GID: 65534}
 
-	answer := func(exe string, as *User) (string, string) {
-		_, err := resolveExecutable(&Request{Executable: exe, WorkingDirectory: "/"}, as)
+	answer := func(exe string, as *proc.User) (string, string) {
+		_, err := resolveExecutable(&proc.Request{Executable: exe, WorkingDirectory: "/"}, as)
 		require.Error(t, err)
-		se := err.(*StartError)
+		se := err.(*proc.StartError)
 		return se.Reason, strings.ReplaceAll(err.Error(), exe, "PATH")
 	}
 	var reasons, messages []string
@@ -45,14 +47,14 @@ func TestRunAsPathChecksRevealNothingTheUserCannotSee(t *testing.T) {
 		require.Equal(t, reasons[0], reasons[i], "%v", messages)
 		require.Equal(t, messages[0], messages[i])
 	}
-	require.Equal(t, ReasonPermissionDenied, reasons[0])
+	require.Equal(t, proc.ReasonPermissionDenied, reasons[0])
 
 	// Looked up in a PATH the user cannot search: not found or denied,
 	// the same either way.
-	_, err := resolveExecutable(&Request{Executable: "tool", WorkingDirectory: "/", Environment: map[string]string{"PATH": private}}, nobody)
-	r1, m1 := err.(*StartError).Reason, strings.ReplaceAll(err.Error(), "tool", "X")
-	_, err = resolveExecutable(&Request{Executable: "none", WorkingDirectory: "/", Environment: map[string]string{"PATH": private}}, nobody)
-	r2, m2 := err.(*StartError).Reason, strings.ReplaceAll(err.Error(), "none", "X")
+	_, err := resolveExecutable(&proc.Request{Executable: "tool", WorkingDirectory: "/", Environment: map[string]string{"PATH": private}}, nobody)
+	r1, m1 := err.(*proc.StartError).Reason, strings.ReplaceAll(err.Error(), "tool", "X")
+	_, err = resolveExecutable(&proc.Request{Executable: "none", WorkingDirectory: "/", Environment: map[string]string{"PATH": private}}, nobody)
+	r2, m2 := err.(*proc.StartError).Reason, strings.ReplaceAll(err.Error(), "none", "X")
 	require.Equal(t, r1, r2)
 	require.Equal(t, m1, m2)
 
@@ -63,13 +65,13 @@ func TestRunAsPathChecksRevealNothingTheUserCannotSee(t *testing.T) {
 
 	// Root, and the user where it may look, still get the precise answer.
 	r, _ := answer(filepath.Join(private, "dotfile"), nil)
-	require.Equal(t, ReasonPermissionDenied, r)
+	require.Equal(t, proc.ReasonPermissionDenied, r)
 	r, _ = answer(filepath.Join(private, "missing"), nil)
-	require.Equal(t, ReasonExecutableNotFound, r)
+	require.Equal(t, proc.ReasonExecutableNotFound, r)
 	require.NoError(t, os.Chmod(private, 0o755))
 	r, _ = answer(filepath.Join(private, "missing"), nobody)
-	require.Equal(t, ReasonExecutableNotFound, r)
-	path, err := resolveExecutable(&Request{Executable: filepath.Join(private, "tool"), WorkingDirectory: "/"}, nobody)
+	require.Equal(t, proc.ReasonExecutableNotFound, r)
+	path, err := resolveExecutable(&proc.Request{Executable: filepath.Join(private, "tool"), WorkingDirectory: "/"}, nobody)
 	require.NoError(t, err)
 	require.Equal(t, filepath.Join(private, "tool"), path)
 }

@@ -12,31 +12,33 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/procwire/procwire/proc"
 )
 
 // startFailure builds a *StartError.
-func startFailure(reason string, err error) *StartError {
-	return &StartError{Reason: reason, Err: err}
+func startFailure(reason string, err error) *proc.StartError {
+	return &proc.StartError{Reason: reason, Err: err}
 }
 
 // checkDir validates the working directory the child will chdir into,
 // as user as would see it (nil: the server's own user).
-func checkDir(dir string, as *User) error {
+func checkDir(dir string, as *proc.User) error {
 	if dir == "" || !filepath.IsAbs(dir) {
-		return startFailure(ReasonWorkingDirectoryInvalid, fmt.Errorf("working directory %q is not an absolute path", dir))
+		return startFailure(proc.ReasonWorkingDirectoryInvalid, fmt.Errorf("working directory %q is not an absolute path", dir))
 	}
 	if err := searchableAs(dir, as); err != nil {
-		return startFailure(ReasonWorkingDirectoryInvalid, err)
+		return startFailure(proc.ReasonWorkingDirectoryInvalid, err)
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return startFailure(ReasonWorkingDirectoryInvalid, err)
+		return startFailure(proc.ReasonWorkingDirectoryInvalid, err)
 	}
 	if !fi.IsDir() {
-		return startFailure(ReasonWorkingDirectoryInvalid, fmt.Errorf("working directory %q is not a directory", dir))
+		return startFailure(proc.ReasonWorkingDirectoryInvalid, fmt.Errorf("working directory %q is not a directory", dir))
 	}
 	if err := accessAs(dir, fi, as); err != nil {
-		return startFailure(ReasonWorkingDirectoryInvalid, err)
+		return startFailure(proc.ReasonWorkingDirectoryInvalid, err)
 	}
 	return nil
 }
@@ -47,7 +49,7 @@ func checkDir(dir string, as *User) error {
 // makes as root never tell a client more than the user could find out
 // (whether /root/.bashrc exists, its mode). nil as: no check (the
 // server's own user sees what it sees).
-func searchableAs(path string, as *User) error {
+func searchableAs(path string, as *proc.User) error {
 	if as == nil || as.UID == 0 {
 		return nil
 	}
@@ -67,7 +69,7 @@ func searchableAs(path string, as *User) error {
 
 // accessAs is access(2) with X_OK for path, whose stat is fi, as user as
 // (nil: the server's own user, by the kernel).
-func accessAs(path string, fi fs.FileInfo, as *User) error {
+func accessAs(path string, fi fs.FileInfo, as *proc.User) error {
 	if as == nil {
 		if err := syscall.Access(path, 1 /* X_OK */); err != nil {
 			return &fs.PathError{Op: "access", Path: path, Err: err}
@@ -84,7 +86,7 @@ func accessAs(path string, fi fs.FileInfo, as *User) error {
 // want (1 execute/search, 2 write, 4 read): the owner's bits for its
 // owner, the group's for a member, the others' otherwise; root needs one
 // execute bit to execute a file, and nothing for a directory.
-func permits(fi fs.FileInfo, u *User, want uint32) bool {
+func permits(fi fs.FileInfo, u *proc.User, want uint32) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return false
@@ -108,10 +110,10 @@ func buildEnv(env map[string]string) ([]string, error) {
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return nil, startFailure(ReasonStartFailed, fmt.Errorf("environment key %q is invalid", k))
+			return nil, startFailure(proc.ReasonStartFailed, fmt.Errorf("environment key %q is invalid", k))
 		}
 		if strings.IndexByte(v, 0) >= 0 {
-			return nil, startFailure(ReasonStartFailed, fmt.Errorf("environment value of %q contains NUL", k))
+			return nil, startFailure(proc.ReasonStartFailed, fmt.Errorf("environment value of %q contains NUL", k))
 		}
 		out = append(out, k+"="+v)
 	}
@@ -124,7 +126,7 @@ var errNotExecutable = errors.New("not executable")
 
 // checkExecutable reports whether path names a file the child, running as
 // as (nil: the server's own user), can execute.
-func checkExecutable(path string, as *User) error {
+func checkExecutable(path string, as *proc.User) error {
 	if err := searchableAs(path, as); err != nil {
 		return fmt.Errorf("%w: %w", errNotExecutable, err)
 	}
@@ -152,7 +154,7 @@ func checkExecutable(path string, as *User) error {
 // are taken relative to wd, as the child itself would after its chdir.
 // Like execvp, a candidate that exists but is not executable is reported
 // as permission denied only when no later directory has an executable one.
-func lookPath(file, path, wd string, as *User) (string, error) {
+func lookPath(file, path, wd string, as *proc.User) (string, error) {
 	var denied error
 	for _, dir := range filepath.SplitList(path) {
 		if dir == "" {
@@ -171,25 +173,25 @@ func lookPath(file, path, wd string, as *User) (string, error) {
 		}
 	}
 	if denied != nil {
-		return "", startFailure(ReasonPermissionDenied, denied)
+		return "", startFailure(proc.ReasonPermissionDenied, denied)
 	}
-	return "", startFailure(ReasonExecutableNotFound, fmt.Errorf("%q not found in PATH %q", file, path))
+	return "", startFailure(proc.ReasonExecutableNotFound, fmt.Errorf("%q not found in PATH %q", file, path))
 }
 
 // resolveExecutable returns the absolute path to exec for the request,
 // checked as user as (nil: the server's own user) would see it.
-func resolveExecutable(req *Request, as *User) (string, error) {
+func resolveExecutable(req *proc.Request, as *proc.User) (string, error) {
 	exe := req.Executable
 	if exe == "" {
-		return "", startFailure(ReasonExecutableNotFound, errors.New("empty executable"))
+		return "", startFailure(proc.ReasonExecutableNotFound, errors.New("empty executable"))
 	}
 	if strings.IndexByte(exe, 0) >= 0 {
-		return "", startFailure(ReasonStartFailed, errors.New("executable contains NUL"))
+		return "", startFailure(proc.ReasonStartFailed, errors.New("executable contains NUL"))
 	}
 	if !strings.Contains(exe, "/") {
 		path, ok := req.Environment["PATH"]
 		if !ok {
-			path = DefaultPath
+			path = proc.DefaultPath
 		}
 		return lookPath(exe, path, req.WorkingDirectory, as)
 	}
@@ -198,23 +200,23 @@ func resolveExecutable(req *Request, as *User) (string, error) {
 	}
 	if err := checkExecutable(exe, as); err != nil {
 		if errors.Is(err, errNotExecutable) {
-			return "", startFailure(ReasonPermissionDenied, err)
+			return "", startFailure(proc.ReasonPermissionDenied, err)
 		}
-		return "", startFailure(ReasonExecutableNotFound, err)
+		return "", startFailure(proc.ReasonExecutableNotFound, err)
 	}
 	return exe, nil
 }
 
 // forkFailure classifies an error of syscall.ForkExec, which reports the
 // errno of the child's chdir or execve.
-func forkFailure(err error) *StartError {
+func forkFailure(err error) *proc.StartError {
 	err = fmt.Errorf("fork/exec: %w", err)
 	switch {
 	case errors.Is(err, syscall.ENOENT):
 		// The file vanished, or its #! interpreter does not exist.
-		return startFailure(ReasonExecutableNotFound, err)
+		return startFailure(proc.ReasonExecutableNotFound, err)
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
-		return startFailure(ReasonPermissionDenied, err)
+		return startFailure(proc.ReasonPermissionDenied, err)
 	}
-	return startFailure(ReasonStartFailed, err)
+	return startFailure(proc.ReasonStartFailed, err)
 }

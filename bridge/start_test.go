@@ -11,17 +11,19 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/proc"
 )
 
 func TestArgvIsExact(t *testing.T) {
 	args := []string{"/proc/self/cmdline", "", "a b", "c'd\"e", "$HOME", "*"}
 	// cat also gets the odd arguments as file names and fails on them after
 	// printing its own command line, which is all this test reads.
-	req := Request{Executable: "cat", Arguments: args, WorkingDirectory: t.TempDir(),
+	req := proc.Request{Executable: "cat", Arguments: args, WorkingDirectory: t.TempDir(),
 		Environment: map[string]string{"PATH": "/usr/bin:/bin"}}
 	out, st := output(t, req, nil)
 	require.Equal(t, "cat\x00"+strings.Join(args, "\x00")+"\x00", out)
-	require.Equal(t, ExitStatus{Code: 1}, st)
+	require.Equal(t, proc.ExitStatus{Code: 1}, st)
 }
 
 func TestArgsEnvAndWorkingDirectory(t *testing.T) {
@@ -30,7 +32,7 @@ func TestArgsEnvAndWorkingDirectory(t *testing.T) {
 	req.Environment["GREETING"] = "hello world"
 	req.Environment["EMPTY"] = ""
 	out, st := output(t, req, nil)
-	require.Equal(t, ExitStatus{}, st)
+	require.Equal(t, proc.ExitStatus{}, st)
 	parts := strings.Split(out, "--\n")
 	require.Len(t, parts, 3)
 	require.Equal(t, "one\ntwo words\n\n", parts[0])
@@ -43,7 +45,7 @@ func TestArgsEnvAndWorkingDirectory(t *testing.T) {
 func TestEnvironmentIsExactlyTheRequest(t *testing.T) {
 	t.Setenv("PROCWIRE_SERVER_SECRET", "leak")
 	env := map[string]string{"A": "1", "B_2": "x=y", "PATH": "/usr/bin:/bin"}
-	out, _ := output(t, Request{Executable: "env", WorkingDirectory: t.TempDir(), Environment: env}, nil)
+	out, _ := output(t, proc.Request{Executable: "env", WorkingDirectory: t.TempDir(), Environment: env}, nil)
 	var want []string
 	for k, v := range env {
 		want = append(want, k+"="+v)
@@ -52,7 +54,7 @@ func TestEnvironmentIsExactlyTheRequest(t *testing.T) {
 	require.Equal(t, strings.Join(want, "\n")+"\n", out)
 
 	// An empty environment stays empty: it is not the server's.
-	out, _ = output(t, Request{Executable: "/usr/bin/env", WorkingDirectory: t.TempDir()}, nil)
+	out, _ = output(t, proc.Request{Executable: "/usr/bin/env", WorkingDirectory: t.TempDir()}, nil)
 	require.Empty(t, out)
 }
 
@@ -70,17 +72,17 @@ func TestPathComesFromTheRequest(t *testing.T) {
 	writeScript(t, servers, "procwire-server-only", "#!/bin/sh\necho server\n", 0o755)
 	t.Setenv("PATH", servers+":"+os.Getenv("PATH"))
 
-	req := Request{Executable: "procwire-probe", WorkingDirectory: t.TempDir(),
+	req := proc.Request{Executable: "procwire-probe", WorkingDirectory: t.TempDir(),
 		Environment: map[string]string{"PATH": "/nonexistent:" + mine + ":/usr/bin:/bin"}}
 	out, _ := output(t, req, nil)
 	require.Equal(t, "mine\n", out)
 
 	req.Executable = "procwire-server-only"
 	_, err := Start(req, nil)
-	requireReason(t, err, ReasonExecutableNotFound)
+	requireReason(t, err, proc.ReasonExecutableNotFound)
 
 	// Without PATH in the request, DefaultPath applies.
-	out, _ = output(t, Request{Executable: "sh", Arguments: []string{"-c", "echo $0"},
+	out, _ = output(t, proc.Request{Executable: "sh", Arguments: []string{"-c", "echo $0"},
 		WorkingDirectory: t.TempDir()}, nil)
 	require.Equal(t, "sh\n", out)
 
@@ -89,16 +91,16 @@ func TestPathComesFromTheRequest(t *testing.T) {
 	wd := t.TempDir()
 	require.NoError(t, os.Mkdir(filepath.Join(wd, "bin"), 0o755))
 	writeScript(t, filepath.Join(wd, "bin"), "rel", "#!/bin/sh\necho rel\n", 0o755)
-	out, _ = output(t, Request{Executable: "rel", WorkingDirectory: wd,
+	out, _ = output(t, proc.Request{Executable: "rel", WorkingDirectory: wd,
 		Environment: map[string]string{"PATH": "bin"}}, nil)
 	require.Equal(t, "rel\n", out)
-	out, _ = output(t, Request{Executable: "./bin/rel", WorkingDirectory: wd}, nil)
+	out, _ = output(t, proc.Request{Executable: "./bin/rel", WorkingDirectory: wd}, nil)
 	require.Equal(t, "rel\n", out)
 }
 
 func requireReason(t *testing.T, err error, reason string) {
 	t.Helper()
-	var se *StartError
+	var se *proc.StartError
 	require.True(t, errors.As(err, &se), "want *StartError, got %v", err)
 	require.Equal(t, reason, se.Reason, "error: %v", err)
 }
@@ -109,31 +111,31 @@ func TestStartErrors(t *testing.T) {
 	garbage := writeScript(t, dir, "garbage", "\x00\x01\x02 not a program\n", 0o755)
 	noInterp := writeScript(t, dir, "nointerp", "#!/nonexistent/interpreter\n", 0o755)
 	file := writeScript(t, dir, "file", "", 0o644)
-	base := Request{Executable: "sh", WorkingDirectory: dir}
+	base := proc.Request{Executable: "sh", WorkingDirectory: dir}
 
 	for _, tc := range []struct {
 		name   string
-		mutate func(r *Request)
+		mutate func(r *proc.Request)
 		reason string
 	}{
-		{"missing absolute", func(r *Request) { r.Executable = "/nonexistent/prog" }, ReasonExecutableNotFound},
-		{"missing in PATH", func(r *Request) { r.Executable = "procwire-no-such-prog" }, ReasonExecutableNotFound},
-		{"empty executable", func(r *Request) { r.Executable = "" }, ReasonExecutableNotFound},
-		{"empty PATH", func(r *Request) { r.Environment = map[string]string{"PATH": ""} }, ReasonExecutableNotFound},
-		{"not executable", func(r *Request) { r.Executable = noExec }, ReasonPermissionDenied},
-		{"not executable in PATH", func(r *Request) {
+		{"missing absolute", func(r *proc.Request) { r.Executable = "/nonexistent/prog" }, proc.ReasonExecutableNotFound},
+		{"missing in PATH", func(r *proc.Request) { r.Executable = "procwire-no-such-prog" }, proc.ReasonExecutableNotFound},
+		{"empty executable", func(r *proc.Request) { r.Executable = "" }, proc.ReasonExecutableNotFound},
+		{"empty PATH", func(r *proc.Request) { r.Environment = map[string]string{"PATH": ""} }, proc.ReasonExecutableNotFound},
+		{"not executable", func(r *proc.Request) { r.Executable = noExec }, proc.ReasonPermissionDenied},
+		{"not executable in PATH", func(r *proc.Request) {
 			r.Executable = "noexec"
 			r.Environment = map[string]string{"PATH": dir}
-		}, ReasonPermissionDenied},
-		{"directory", func(r *Request) { r.Executable = dir }, ReasonPermissionDenied},
-		{"missing interpreter", func(r *Request) { r.Executable = noInterp }, ReasonExecutableNotFound},
-		{"exec format", func(r *Request) { r.Executable = garbage }, ReasonStartFailed},
-		{"missing working directory", func(r *Request) { r.WorkingDirectory = "/nonexistent/dir" }, ReasonWorkingDirectoryInvalid},
-		{"working directory is a file", func(r *Request) { r.WorkingDirectory = file }, ReasonWorkingDirectoryInvalid},
-		{"relative working directory", func(r *Request) { r.WorkingDirectory = "tmp" }, ReasonWorkingDirectoryInvalid},
-		{"empty working directory", func(r *Request) { r.WorkingDirectory = "" }, ReasonWorkingDirectoryInvalid},
-		{"bad environment key", func(r *Request) { r.Environment = map[string]string{"A=B": "c"} }, ReasonStartFailed},
-		{"NUL in argument", func(r *Request) { r.Arguments = []string{"a\x00b"} }, ReasonStartFailed},
+		}, proc.ReasonPermissionDenied},
+		{"directory", func(r *proc.Request) { r.Executable = dir }, proc.ReasonPermissionDenied},
+		{"missing interpreter", func(r *proc.Request) { r.Executable = noInterp }, proc.ReasonExecutableNotFound},
+		{"exec format", func(r *proc.Request) { r.Executable = garbage }, proc.ReasonStartFailed},
+		{"missing working directory", func(r *proc.Request) { r.WorkingDirectory = "/nonexistent/dir" }, proc.ReasonWorkingDirectoryInvalid},
+		{"working directory is a file", func(r *proc.Request) { r.WorkingDirectory = file }, proc.ReasonWorkingDirectoryInvalid},
+		{"relative working directory", func(r *proc.Request) { r.WorkingDirectory = "tmp" }, proc.ReasonWorkingDirectoryInvalid},
+		{"empty working directory", func(r *proc.Request) { r.WorkingDirectory = "" }, proc.ReasonWorkingDirectoryInvalid},
+		{"bad environment key", func(r *proc.Request) { r.Environment = map[string]string{"A=B": "c"} }, proc.ReasonStartFailed},
+		{"NUL in argument", func(r *proc.Request) { r.Arguments = []string{"a\x00b"} }, proc.ReasonStartFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fds := fdCount(t)
@@ -148,14 +150,14 @@ func TestStartErrors(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
-	_, err := Start(shReq(t, "true"), &Config{StdinWindow: -1})
-	require.ErrorIs(t, err, ErrInvalidConfig)
-	_, err = Start(shReq(t, "true"), &Config{DestroyWait: -1})
-	require.ErrorIs(t, err, ErrInvalidConfig)
+	_, err := Start(shReq(t, "true"), &proc.Config{StdinWindow: -1})
+	require.ErrorIs(t, err, proc.ErrInvalidConfig)
+	_, err = Start(shReq(t, "true"), &proc.Config{DestroyWait: -1})
+	require.ErrorIs(t, err, proc.ErrInvalidConfig)
 
-	c, err := (&Config{StdoutWindow: 7}).Resolve()
+	c, err := (&proc.Config{StdoutWindow: 7}).Resolve()
 	require.NoError(t, err)
-	want := *DefaultConfig()
+	want := *proc.DefaultConfig()
 	want.StdoutWindow = 7
 	require.Equal(t, want, c)
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/proc"
 )
 
 // threadCount returns this process's thread count from /proc/self/status.
@@ -74,7 +76,7 @@ func TestNoThreadPerChild(t *testing.T) {
 	threads := threadCount(t)
 	procs := make([]*Process, 0, n)
 	for range n {
-		p, err := Start(Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: "/"}, nil)
+		p, err := Start(proc.Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: "/"}, nil)
 		require.NoError(t, err)
 		procs = append(procs, p)
 	}

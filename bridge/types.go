@@ -4,9 +4,10 @@ package bridge
 
 import "github.com/procwire/procwire/proc"
 
-// The request, configuration, exit and error types are package proc's, so
-// that code using them builds on every platform; these names keep bridge's
-// API whole.
+// These names are proc's, kept only for the server's and fuzz's tests that
+// still spell them bridge.X (server/{helpers,order,openkey,process}_test.go,
+// fuzz/{server,lifecycle}_test.go). Package bridge itself names proc's; once
+// those tests do too, this file goes.
 type (
 	// Request is proc.Request.
 	Request = proc.Request
@@ -20,40 +21,17 @@ type (
 	StdinOverflowError = proc.StdinOverflowError
 	// UnsupportedSignalError is proc.UnsupportedSignalError.
 	UnsupportedSignalError = proc.UnsupportedSignalError
-	// DestroyTimeoutError is proc.DestroyTimeoutError.
-	DestroyTimeoutError = proc.DestroyTimeoutError
-	// SurvivorsError is proc.SurvivorsError.
-	SurvivorsError = proc.SurvivorsError
-	// User is proc.User.
-	User = proc.User
 )
 
-// Reasons carried by StartError, and the defaults of Config.
+// Reasons carried by StartError.
 const (
 	ReasonExecutableNotFound      = proc.ReasonExecutableNotFound
 	ReasonPermissionDenied        = proc.ReasonPermissionDenied
 	ReasonWorkingDirectoryInvalid = proc.ReasonWorkingDirectoryInvalid
-	ReasonStartFailed             = proc.ReasonStartFailed
-	ReasonOOM                     = proc.ReasonOOM
-
-	DefaultStdoutWindow = proc.DefaultStdoutWindow
-	DefaultStderrRing   = proc.DefaultStderrRing
-	DefaultStdinWindow  = proc.DefaultStdinWindow
-	DefaultExitWait     = proc.DefaultExitWait
-	DefaultDestroyWait  = proc.DefaultDestroyWait
-
-	DefaultPath = proc.DefaultPath
 )
 
 // Errors of a Process, as proc defines them.
 var (
-	ErrStdinClosed   = proc.ErrStdinClosed
-	ErrDestroyed     = proc.ErrDestroyed
-	ErrInvalidConfig = proc.ErrInvalidConfig
+	ErrStdinClosed = proc.ErrStdinClosed
+	ErrDestroyed   = proc.ErrDestroyed
 )
-
-// DefaultConfig returns a Config with every field at its default.
-func DefaultConfig() *Config { return proc.DefaultConfig() }
-
-// signalName names signal number n.
-func signalName(n int) string { return proc.SignalName(n) }

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procwire/procwire/proc"
 )
 
 // UIDPool leases each process a user id and a group id of its own (the
@@ -121,7 +123,7 @@ func (p *UIDPool) Leased() int {
 // process of the pool holds and no process of the machine runs as, with
 // no supplementary group. Give it back with Release once nothing runs as
 // it any more.
-func (p *UIDPool) Lease() (*User, error) {
+func (p *UIDPool) Lease() (*proc.User, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for range p.Size() {
@@ -135,13 +137,13 @@ func (p *UIDPool) Lease() (*User, error) {
 			continue
 		}
 		p.leased[id] = true
-		return &User{UID: id, GID: id}, nil
+		return &proc.User{UID: id, GID: id}, nil
 	}
 	return nil, fmt.Errorf("%w: %d-%d", ErrNoFreeUID, p.first, p.last)
 }
 
 // Release gives u's uid back to the pool.
-func (p *UIDPool) Release(u *User) {
+func (p *UIDPool) Release(u *proc.User) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.leased, u.UID)
@@ -149,14 +151,14 @@ func (p *UIDPool) Release(u *User) {
 
 // Start starts req in ct as a uid of its own, which it keeps until the
 // process's Destroy succeeds. cfg.RunAs is ignored.
-func (p *UIDPool) Start(ct *Containment, req Request, cfg *Config) (*LeasedProcess, error) {
+func (p *UIDPool) Start(ct *Containment, req proc.Request, cfg *proc.Config) (*LeasedProcess, error) {
 	u, err := p.Lease()
 	if err != nil {
-		return nil, startFailure(ReasonStartFailed, err)
+		return nil, startFailure(proc.ReasonStartFailed, err)
 	}
-	c := DefaultConfig()
+	c := proc.DefaultConfig()
 	if cfg != nil {
-		c = new(Config)
+		c = new(proc.Config)
 		*c = *cfg
 	}
 	c.RunAs = u
@@ -173,12 +175,12 @@ func (p *UIDPool) Start(ct *Containment, req Request, cfg *Config) (*LeasedProce
 type LeasedProcess struct {
 	*Process
 	pool     *UIDPool
-	user     *User
+	user     *proc.User
 	released sync.Once
 }
 
 // User returns the uid and gid the process runs as.
-func (lp *LeasedProcess) User() *User { return lp.user }
+func (lp *LeasedProcess) User() *proc.User { return lp.user }
 
 // Destroy is Process.Destroy; once it succeeded, the uid goes back to the
 // pool.

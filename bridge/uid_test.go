@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/proc"
 )
 
 func TestNewUIDPoolRefuses(t *testing.T) {
@@ -54,7 +56,7 @@ func TestUIDPoolLeases(t *testing.T) {
 	}
 	require.Equal(t, uint32(200000), lease())
 	require.Equal(t, uint32(200002), lease(), "200001 is some process's")
-	p.Release(&User{UID: 200000})
+	p.Release(&proc.User{UID: 200000})
 	require.Equal(t, uint32(200003), lease(), "round-robin: the released uid comes back last")
 	require.Equal(t, uint32(200000), lease())
 	_, err = p.Lease()
@@ -139,10 +141,10 @@ func TestUIDPoolStart(t *testing.T) {
 	// tells nothing the uid could not see), and the uid goes back.
 	locked := t.TempDir()
 	require.NoError(t, os.Chmod(locked, 0o700)) // root's
-	_, err = p.Start(DefaultContainment(), Request{Executable: "/bin/true", WorkingDirectory: locked}, nil)
-	var se *StartError
+	_, err = p.Start(DefaultContainment(), proc.Request{Executable: "/bin/true", WorkingDirectory: locked}, nil)
+	var se *proc.StartError
 	require.ErrorAs(t, err, &se)
-	require.Equal(t, ReasonWorkingDirectoryInvalid, se.Reason, "%v", err)
+	require.Equal(t, proc.ReasonWorkingDirectoryInvalid, se.Reason, "%v", err)
 	require.Equal(t, 0, p.Leased())
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/proc"
 )
 
 // TestQueueAgainstShadow runs random pushes, peeks and discards against a
@@ -51,19 +53,19 @@ func TestQueueAgainstShadow(t *testing.T) {
 }
 
 func TestDestroyTimeout(t *testing.T) {
-	p, err := Start(Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()},
-		&Config{DestroyWait: time.Nanosecond})
+	p, err := Start(proc.Request{Executable: "sleep", Arguments: []string{"300"}, WorkingDirectory: t.TempDir()},
+		&proc.Config{DestroyWait: time.Nanosecond})
 	require.NoError(t, err)
 	err = p.Destroy()
 	if err == nil {
 		t.Log("teardown beat a 1ns deadline")
 	} else {
-		var te *DestroyTimeoutError
-		var se *SurvivorsError
+		var te *proc.DestroyTimeoutError
+		var se *proc.SurvivorsError
 		require.True(t, errors.As(err, &te) || errors.As(err, &se), "%v", err)
 	}
 	// A later Destroy tries again, and once one succeeded, all do.
 	eventually(t, "a Destroy to succeed", func() bool { return p.Destroy() == nil })
 	require.NoError(t, p.Destroy())
-	require.Equal(t, ExitStatus{Signal: "SIGKILL"}, waitExit(t, p))
+	require.Equal(t, proc.ExitStatus{Signal: "SIGKILL"}, waitExit(t, p))
 }

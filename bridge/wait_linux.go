@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/procwire/procwire/proc"
 )
 
 // waitid(2) constants and the siginfo_t layout for SIGCHLD.
@@ -59,9 +61,9 @@ func newPidfd(fd int) (*pidfd, error) {
 // waitExited waits until the child has exited and returns its status,
 // leaving it a zombie (WNOWAIT): the goroutine sleeps on the poller until
 // the pidfd turns readable, then asks waitid with WNOHANG.
-func (p *pidfd) waitExited() (ExitStatus, error) {
+func (p *pidfd) waitExited() (proc.ExitStatus, error) {
 	var (
-		st      ExitStatus
+		st      proc.ExitStatus
 		waitErr error
 	)
 	err := p.rc.Read(func(fd uintptr) bool {
@@ -70,7 +72,7 @@ func (p *pidfd) waitExited() (ExitStatus, error) {
 		return exited || waitErr != nil
 	})
 	if err != nil {
-		return ExitStatus{}, err
+		return proc.ExitStatus{}, err
 	}
 	return st, waitErr
 }
@@ -87,7 +89,7 @@ func (p *pidfd) close() error { return p.f.Close() }
 
 // waitid calls waitid(P_PIDFD, fd, options). exited is false when WNOHANG
 // found the child still running.
-func waitid(fd uintptr, options int) (st ExitStatus, exited bool, err error) {
+func waitid(fd uintptr, options int) (st proc.ExitStatus, exited bool, err error) {
 	var info [16]uint64 // siginfo_t is 128 bytes
 	for {
 		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPIDFD, fd,
@@ -96,24 +98,24 @@ func waitid(fd uintptr, options int) (st ExitStatus, exited bool, err error) {
 			continue
 		}
 		if e != 0 {
-			return ExitStatus{}, false, e
+			return proc.ExitStatus{}, false, e
 		}
 		break
 	}
 	b := unsafe.Slice((*byte)(unsafe.Pointer(&info)), len(info)*8)
 	if binary.NativeEndian.Uint32(b[siPidOff:]) == 0 {
-		return ExitStatus{}, false, nil // WNOHANG: still running
+		return proc.ExitStatus{}, false, nil // WNOHANG: still running
 	}
 	code := int32(binary.NativeEndian.Uint32(b[siCodeOff:]))
 	status := int(int32(binary.NativeEndian.Uint32(b[siStatusOff:])))
 	switch code {
 	case cldExited:
-		return ExitStatus{Code: status & 0xff}, true, nil
+		return proc.ExitStatus{Code: status & 0xff}, true, nil
 	case cldKilled, cldDumped:
-		return ExitStatus{Signal: signalName(status)}, true, nil
+		return proc.ExitStatus{Signal: proc.SignalName(status)}, true, nil
 	}
 	// WEXITED reports nothing else; keep the information if it ever does.
-	return ExitStatus{Code: 255}, true, nil
+	return proc.ExitStatus{Code: 255}, true, nil
 }
 
 // waitGroupGone waits until process group pgid has no live member (zombies

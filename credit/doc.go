@@ -16,11 +16,6 @@
 //     refuses a peer's overrun with an *OverrunError; Consume counts bytes handed
 //     on to the reader; Grant says when a new limit is worth announcing.
 //
-// Window wraps a Sender for writers that must wait for credit, like
-// x/crypto/ssh's window.reserve: Reserve blocks until credit arrives, the
-// context ends or the Window is closed. It is safe for concurrent use and
-// starts no goroutines.
-//
 // Errors caused by the peer are typed and carry the numbers (*OverrunError,
 // *OverflowError, *LimitError, *ResumeError; compare with errors.Is against
 // ErrOverrun, ErrOverflow, ErrInvalidLimit, ErrBadResume). Misuse by the

@@ -18,8 +18,6 @@ var (
 	// ErrBadResume means the peer's account of a resumed stream is
 	// inconsistent with what was sent.
 	ErrBadResume = errors.New("credit: inconsistent resume")
-	// ErrClosed is returned by Window.Reserve after Close(nil).
-	ErrClosed = errors.New("credit: window closed")
 )
 
 // OverrunError reports that the peer sent more than its limit allows. The

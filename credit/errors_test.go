@@ -29,7 +29,7 @@ func TestTypedErrors(t *testing.T) {
 			name:  "overrun",
 			do:    func() error { r := NewReceiver(100); return r.Receive(101) },
 			is:    []error{ErrOverrun},
-			isNot: []error{ErrOverflow, ErrInvalidLimit, ErrBadResume, ErrClosed},
+			isNot: []error{ErrOverflow, ErrInvalidLimit, ErrBadResume},
 			check: func(t *testing.T, err error) {
 				var e *OverrunError
 				require.ErrorAs(t, err, &e)
@@ -81,8 +81,8 @@ func TestTypedErrors(t *testing.T) {
 			},
 		},
 		{
-			name: "window negative limit",
-			do:   func() error { _, err := NewWindow(10).Update(math.MinInt64); return err },
+			name: "sender most negative limit",
+			do:   func() error { _, err := NewSender(10).UpdateLimit(math.MinInt64); return err },
 			is:   []error{ErrInvalidLimit, ErrOverflow},
 			check: func(t *testing.T, err error) {
 				var e *LimitError
@@ -113,24 +113,13 @@ func TestTypedErrors(t *testing.T) {
 		},
 		{
 			name: "resume negative received",
-			do:   func() error { return NewWindow(100).Resume(-1, 100) },
+			do:   func() error { return NewSender(100).Resume(-1, 100) },
 			is:   []error{ErrBadResume},
 			check: func(t *testing.T, err error) {
 				var e *ResumeError
 				require.ErrorAs(t, err, &e)
 				assert.Equal(t, int64(-1), e.Received)
 			},
-		},
-		{
-			name: "reserve on closed window",
-			do: func() error {
-				w := NewWindow(10)
-				w.Close(nil)
-				_, err := w.Reserve(t.Context(), 1)
-				return err
-			},
-			is:    []error{ErrClosed},
-			isNot: []error{ErrOverrun},
 		},
 	}
 	for _, tt := range tests {

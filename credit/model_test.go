@@ -9,7 +9,7 @@ import (
 )
 
 // This file checks the real types against a naive shadow model: a stdin-like
-// stream between a Sender (mirrored by a Window) and a Receiver, driven by an
+// stream between a Sender and a Receiver, driven by an
 // op sequence decoded from bytes. Random bytes make the property test, the
 // fuzzer's bytes make FuzzCredit.
 
@@ -74,8 +74,7 @@ type creditModel struct {
 func runCredit(t testing.TB, o ops) {
 	m := creditModel{window: max(1, o.num())}
 	m.senderLimit, m.announced = m.window, m.window
-	s, w, r := NewSender(m.window), NewWindow(m.window), NewReceiver(m.window)
-	ctx := t.Context()
+	s, r := NewSender(m.window), NewReceiver(m.window)
 
 	for len(o) > 0 {
 		switch op := o.byte() % 9; op {
@@ -83,11 +82,6 @@ func runCredit(t testing.TB, o ops) {
 			n := o.num()
 			want := min(n, m.senderLimit-m.sent)
 			eq(t, "Take", s.Take(n), want)
-			if want > 0 {
-				got, err := w.Reserve(ctx, n)
-				require.NoError(t, err)
-				eq(t, "Reserve", got, want)
-			}
 			m.sent += want
 		case 1: // sent bytes arrive
 			n := min(o.num(), m.sent-m.received)
@@ -127,9 +121,6 @@ func runCredit(t testing.TB, o ops) {
 			grew, err := s.UpdateLimit(g)
 			require.NoError(t, err)
 			eq(t, "UpdateLimit grew", grew, wantGrew)
-			grew, err = w.Update(g)
-			require.NoError(t, err)
-			eq(t, "Window.Update grew", grew, wantGrew)
 			m.senderLimit = max(m.senderLimit, g)
 		case 5: // a hostile peer sends past the limit
 			n := addSat(m.announced-m.received, addSat(o.num(), 1))
@@ -150,35 +141,27 @@ func runCredit(t testing.TB, o ops) {
 			}
 		case 6: // a hostile peer announces a negative limit
 			l := -1 - o.num()
-			for _, update := range []func(int64) (bool, error){s.UpdateLimit, w.Update} {
-				grew, err := update(l)
-				require.False(t, grew)
-				var e *LimitError
-				require.ErrorAs(t, err, &e)
-				eq(t, "LimitError", *e, LimitError{Limit: l})
-			}
+			grew, err := s.UpdateLimit(l)
+			require.False(t, grew)
+			var e *LimitError
+			require.ErrorAs(t, err, &e)
+			eq(t, "LimitError", *e, LimitError{Limit: l})
 		case 7: // reconnect: bytes and grants in flight are lost
 			require.NoError(t, s.Resume(m.received, m.announced))
-			require.NoError(t, w.Resume(m.received, m.announced))
 			m.sent, m.senderLimit, m.grants = m.received, m.announced, m.grants[:0]
 		case 8: // a hostile peer claims to have received more than was sent
 			claim := addSat(m.sent, addSat(o.num(), 1))
 			if claim == m.sent { // sent == math.MaxInt64: nothing is more
 				continue
 			}
-			for _, resume := range []func(int64, int64) error{s.Resume, w.Resume} {
-				var e *ResumeError
-				require.ErrorAs(t, resume(claim, math.MaxInt64), &e)
-				eq(t, "ResumeError", *e, ResumeError{Received: claim, Sent: m.sent, Limit: math.MaxInt64})
-			}
+			var e *ResumeError
+			require.ErrorAs(t, s.Resume(claim, math.MaxInt64), &e)
+			eq(t, "ResumeError", *e, ResumeError{Received: claim, Sent: m.sent, Limit: math.MaxInt64})
 		}
 
 		eq(t, "Sent", s.Sent(), m.sent)
 		eq(t, "Limit", s.Limit(), m.senderLimit)
 		eq(t, "Available", s.Available(), m.senderLimit-m.sent)
-		eq(t, "Window.Sent", w.Sent(), m.sent)
-		eq(t, "Window.Limit", w.Limit(), m.senderLimit)
-		eq(t, "Window.Available", w.Available(), m.senderLimit-m.sent)
 		eq(t, "Received", r.Received(), m.received)
 		eq(t, "Consumed", r.Consumed(), m.consumed)
 		eq(t, "Receiver.Limit", r.Limit(), m.announced)

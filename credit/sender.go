@@ -2,7 +2,7 @@ package credit
 
 // Sender accounts for the sending side of a stream: how far it has sent and
 // how far the peer allows it to send. Create one with NewSender. Not safe for
-// concurrent use; see Window for a blocking, locked wrapper.
+// concurrent use: the caller locks.
 type Sender struct {
 	sent  int64 // offset after the last byte taken
 	limit int64 // highest limit the peer has announced; sent <= limit

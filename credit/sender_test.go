@@ -43,8 +43,6 @@ func TestSenderMisusePanics(t *testing.T) {
 	assert.Panics(t, func() { NewSender(1).Take(-1) })
 	assert.Panics(t, func() { NewSender(1).Reset(-1, 0) })
 	assert.Panics(t, func() { NewSender(1).Reset(5, 4) })
-	assert.Panics(t, func() { NewWindow(-1) })
-	assert.Panics(t, func() { _, _ = NewWindow(1).Reserve(t.Context(), 0) })
 }
 
 func TestReceiverMisusePanics(t *testing.T) {
