@@ -13,6 +13,7 @@ import (
 	"github.com/procwire/procwire/frames"
 	"github.com/procwire/procwire/internal/coalesce"
 	"github.com/procwire/procwire/internal/link"
+	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
 
@@ -137,9 +138,9 @@ type conn struct {
 	// Held by whoever has lw's turn (the writer alone once lw is closed).
 	sendOut    func() (bool, error) // c.sendStreams, for kicks
 	view       stepView
-	viewStdout func(*replay.Buffer) // c.stdoutView
-	viewStderr func(*replay.Ring)   // c.stderrView
-	frame      struct {             // frames sendStreams encodes, kept to spare an allocation each
+	viewStdout func(*replay.Buffer, proc.ExitStatus, bool) // c.stdoutView
+	viewStderr func(*replay.Ring)                          // c.stderrView
+	frame      struct {                                    // frames sendStreams encodes, kept to spare an allocation each
 		stdout frames.Stdout
 		stderr frames.Stderr
 		credit frames.Credit

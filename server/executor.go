@@ -31,6 +31,11 @@ type Process interface {
 	// Stdout runs fn with the stdout replay buffer under the process's lock;
 	// an Ack inside fn lets the process read more of the child's stdout.
 	Stdout(fn func(*replay.Buffer))
+	// StdoutExit runs fn with the stdout replay buffer and the exit (exited
+	// false before it is published), read under one lock: the writer's one
+	// trip into the process per step. An exit seen comes with its stdout
+	// EOF, except when the process waited ExitWait or was destroyed.
+	StdoutExit(fn func(b *replay.Buffer, exit proc.ExitStatus, exited bool))
 	// Stderr runs fn with the lossy stderr ring under its lock.
 	Stderr(fn func(*replay.Ring))
 	// Notify receives a value whenever stdout or stderr grew, stdout

@@ -20,8 +20,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/procwire/procwire/bridge"
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/proc"
 )
 
 // newKey returns a fresh open key.
@@ -258,7 +258,7 @@ func newGateExecutor() *gateExecutor {
 	return &gateExecutor{entered: make(chan struct{}, 16), release: make(chan struct{})}
 }
 
-func (e *gateExecutor) Start(ctx context.Context, req bridge.Request, cfg bridge.Config) (Process, error) {
+func (e *gateExecutor) Start(ctx context.Context, req proc.Request, cfg proc.Config) (Process, error) {
 	e.entered <- struct{}{}
 	<-e.release
 	return e.countingExecutor.Start(ctx, req, cfg)

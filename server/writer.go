@@ -10,6 +10,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/procwire/procwire/frames"
+	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
 
@@ -181,13 +182,13 @@ func (c *conn) sendStreams() (progressed bool, err error) {
 	if se == nil {
 		return false, nil
 	}
-	// Read the exit before the stdout buffer: the bridge records EOF before
-	// it publishes the exit, so an exit seen here comes with its EOF.
-	exit, exited := se.p.Exit()
+	// One trip into the process: its stdout and its exit under one lock
+	// (an exit seen there comes with its EOF).
 	from := c.stdoutSent.Load()
 	v := &c.view
 	v.from, v.max, v.enc = from, c.srv.cfg.MaxFrameData, se.outEnc
-	se.p.Stdout(c.viewStdout)
+	se.p.StdoutExit(c.viewStdout)
+	exit, exited := v.exit, v.exited
 	switch {
 	case c.lw.Stalled():
 		return false, nil // a kick met a backlog: the writer takes over
@@ -313,6 +314,8 @@ type stepView struct {
 	n      int    // out: bytes encoded into wbuf
 	eofOff int64  // stdout out: the EOF offset, when eof
 	eof    bool
+	exit   proc.ExitStatus // stdout out: the exit, when exited
+	exited bool
 	err    error // stdout out: the slice failed
 	end    int64 // stderr: the ring's end at the first view, or -1
 }
@@ -320,9 +323,10 @@ type stepView struct {
 // stdoutView encodes a stdout frame from c.view.from into wbuf, one frame
 // per contiguous segment: the ring's wrap point ends a frame, so bytes are
 // encoded straight from the view.
-func (c *conn) stdoutView(b *replay.Buffer) {
+func (c *conn) stdoutView(b *replay.Buffer, exit proc.ExitStatus, exited bool) {
 	v := &c.view
 	v.n, v.err = 0, nil
+	v.exit, v.exited = exit, exited
 	v.eofOff, v.eof = b.EOF()
 	if c.lw.Calling() && b.End()-v.from > kickMax {
 		c.lw.Stall() // a backlog: the writer sends it, the pump reads on

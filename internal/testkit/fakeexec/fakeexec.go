@@ -310,9 +310,15 @@ func (p *Process) StdinConsumed() int64 {
 
 // Stdout runs fn with the stdout buffer, then copies the next chunk.
 func (p *Process) Stdout(fn func(*replay.Buffer)) {
+	p.StdoutExit(func(b *replay.Buffer, _ proc.ExitStatus, _ bool) { fn(b) })
+}
+
+// StdoutExit runs fn with the stdout buffer and the exit (exited false
+// before it), read under one lock, as server.Process requires.
+func (p *Process) StdoutExit(fn func(b *replay.Buffer, exit proc.ExitStatus, exited bool)) {
 	p.mu.Lock()
 	end := p.out.End()
-	fn(p.out)
+	fn(p.out, p.exit, p.life != running)
 	p.flowLocked()
 	ended := p.life != running
 	grew := p.out.End() != end || ended && !p.notedExit
