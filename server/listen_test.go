@@ -102,10 +102,22 @@ func TestConnLimiterEvictsTheLongestIdle(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
+	// idle waits until the server has marked n connections idle: the
+	// client can read an answer before the server's ConnState hook runs.
+	idle := func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			lim.mu.Lock()
+			defer lim.mu.Unlock()
+			return lim.idle.Len() == n
+		}, 10*time.Second, time.Millisecond)
+	}
 	first := dial()
 	require.Equal(t, "HTTP/1.1 200 OK", get(t, first)) // then idle
+	idle(1)
 	second := dial()
 	require.Equal(t, "HTTP/1.1 200 OK", get(t, second))
+	idle(2)
 	third := dial()
 	require.Equal(t, "HTTP/1.1 200 OK", get(t, third))
 	// The first, idle the longest, was closed for the third.
