@@ -182,12 +182,16 @@ func (c *conn) serve() {
 		c.log = log
 	}
 	log.Info("connection opened")
-	if hb := c.srv.cfg.Heartbeat; hb > 0 {
+	st, attached := c.serveFirstFrame()
+	// The heartbeat starts with the read loop, which reads its pongs:
+	// before, the handler is serving the first frame (an open may take
+	// longer than a heartbeat to start its process) and reads nothing, and
+	// FirstFrameTimeout bounds a peer that says nothing.
+	if hb := c.srv.cfg.Heartbeat; hb > 0 && attached {
 		go c.heartbeat(hb, log)
 	} else {
 		close(c.hbDone)
 	}
-	st, attached := c.serveFirstFrame()
 	// From here reads and writes take no context (a context with a Done
 	// channel costs an allocation and a registration per message); the
 	// connection's own context ends them by closing it.
