@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/procwire/procwire/bridge/internal/initproc"
 	"github.com/stretchr/testify/require"
 )
 
@@ -43,7 +44,7 @@ func TestNothingSecretOnACommandLine(t *testing.T) {
 			// The init's command line is its name alone.
 			b, err := os.ReadFile("/proc/" + itoa(p.Pid()) + "/cmdline")
 			require.NoError(t, err)
-			require.Equal(t, initArg0+"\x00", string(b))
+			require.Equal(t, initproc.Arg0+"\x00", string(b))
 		}
 		require.NoError(t, p.Destroy())
 	})

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/procwire/procwire/bridge/internal/initproc"
 	"golang.org/x/sys/unix"
 )
 
@@ -245,7 +246,7 @@ func sweepDeadServers(parent string) int {
 }
 
 // initMode says how a process of this containment runs under an init of
-// ours (initPIDNamespace or initGuardian), or "" when it cannot, because
+// ours (initproc.ModePIDNamespace or initproc.ModeGuardian), or "" when it cannot, because
 // the program does not call MaybeRunInit: then the child is started
 // directly, with Pdeathsig SIGKILL, and a descendant may outlive a server
 // that dies (README, "Containment").
@@ -261,9 +262,9 @@ func (c *Containment) initMode() string {
 	}
 	switch {
 	case c.kind == ContainPIDNamespace, c.kind == ContainCgroup && c.pidnsOK:
-		return initPIDNamespace
+		return initproc.ModePIDNamespace
 	}
-	return initGuardian
+	return initproc.ModeGuardian
 }
 
 // deadServerCgroup reports whether name is a process's cgroup

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/procwire/procwire/bridge/internal/initproc"
 	"github.com/procwire/procwire/proc"
 )
 
@@ -54,7 +55,7 @@ func marked(t testing.TB, script string) (proc.Request, string) {
 // markedAlive lists the live processes whose environment holds mark (a
 // zombie has no environment left).
 func markedAlive(mark string) []int {
-	return procsWhere(func(pid int, _ []string) bool {
+	return initproc.ProcsWhere(func(pid int, _ []string) bool {
 		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 		return err == nil && slices.Contains(strings.Split(string(env), "\x00"), mark)
 	})

@@ -3,6 +3,10 @@
 package bridge
 
 import (
+	"bufio"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/procwire/procwire/proc"
@@ -76,7 +80,7 @@ func (p *Process) childExit() (proc.ExitStatus, error) {
 // childStatus is childExit's status, without the reason.
 func (p *Process) childStatus() (proc.ExitStatus, error) {
 	if p.status != nil {
-		word, n, err := initStatus(p.status)
+		word, n, err := readStatus(p.status)
 		switch {
 		case err != nil:
 		case word == "exit":
@@ -86,4 +90,20 @@ func (p *Process) childStatus() (proc.ExitStatus, error) {
 		}
 	}
 	return p.pidfd.waitExited()
+}
+
+// readStatus reads one line the init reported (initproc's report):
+// "started", "error N", "exit N" or "signal N".
+func readStatus(r *bufio.Reader) (word string, n int, err error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", 0, err
+	}
+	word, num, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+	if num != "" {
+		if n, err = strconv.Atoi(num); err != nil {
+			return "", 0, fmt.Errorf("init reported %q", line)
+		}
+	}
+	return word, n, nil
 }

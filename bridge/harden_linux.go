@@ -5,16 +5,14 @@ package bridge
 import (
 	"errors"
 	"fmt"
-	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/procwire/procwire/bridge/internal/initproc"
 	"github.com/procwire/procwire/proc"
 )
 
@@ -84,7 +82,7 @@ var childHardening atomic.Pointer[Hardening]
 // ErrInvalidHardening for a capability or resource this kernel does not
 // know, or a umask above 0777.
 func SetChildHardening(h Hardening) error {
-	last := capLast()
+	last := initproc.CapLast()
 	for _, c := range h.KeepCaps {
 		if c > last {
 			return fmt.Errorf("%w: capability %d (this kernel's last is %d)", ErrInvalidHardening, c, last)
@@ -130,185 +128,21 @@ func SetNonDumpable() error {
 	return nil
 }
 
-// hardenSpec is what the init applies, carried to it in its payload: the
-// child's Hardening resolved for one process, and its user.
-type hardenSpec struct {
-	NoNewPrivs bool
-	KeepCaps   []uintptr
-	Umask      int
-	Rlimits    []hardenRlimit
-	Cred       *hardenCred // nil: the init's own user
-	// PrivateProc: an init that is pid 1 of its PID namespace gives the
-	// child a mount namespace of its own with a /proc of that PID
-	// namespace, where no process of another namespace (the server, other
-	// processes) has an entry.
-	PrivateProc bool
-}
-
-// hardenRlimit is one resource limit of a hardenSpec.
-type hardenRlimit struct {
-	Resource int
-	Cur, Max uint64
-}
-
-// hardenCred is the user a hardened child runs as. The init stays root
-// until the fork (dropping the bounding set needs CAP_SETPCAP), and the
-// forked child switches to this user before exec.
-type hardenCred struct {
-	UID, GID uint32
-	Groups   []uint32
-}
-
 // hardenFor returns the spec of a child started with cfg, nil when
 // hardening is disabled.
-func hardenFor(cfg *proc.Config) *hardenSpec {
+func hardenFor(cfg *proc.Config) *initproc.Harden {
 	h := ChildHardening()
 	if h.Disabled {
 		return nil
 	}
-	s := &hardenSpec{NoNewPrivs: true, KeepCaps: slices.Clone(h.KeepCaps), Umask: h.Umask, PrivateProc: !h.SharedProc}
+	s := &initproc.Harden{NoNewPrivs: true, KeepCaps: slices.Clone(h.KeepCaps), Umask: h.Umask, PrivateProc: !h.SharedProc}
 	for _, r := range h.Rlimits {
-		s.Rlimits = append(s.Rlimits, hardenRlimit{Resource: r.Resource, Cur: r.Cur, Max: r.Max})
+		s.Rlimits = append(s.Rlimits, initproc.Rlimit{Resource: r.Resource, Cur: r.Cur, Max: r.Max})
 	}
 	if u := cfg.RunAs; u != nil {
-		s.Cred = &hardenCred{UID: u.UID, GID: u.GID, Groups: slices.Clone(u.Groups)}
+		s.Cred = &initproc.Cred{UID: u.UID, GID: u.GID, Groups: slices.Clone(u.Groups)}
 	}
 	return s
-}
-
-// harden applies spec to the init, which then forks the child: everything
-// it sets is inherited through fork and execve. The capability sets and
-// no_new_privs belong to a thread, so harden locks the calling goroutine
-// to its thread for good: the caller must fork the child (sysProcAttr,
-// then syscall.ForkExec) from the same goroutine. It also makes the init
-// non-dumpable, so that a child running as root cannot ptrace it. An error
-// wraps the syscall.Errno that failed.
-func harden(spec hardenSpec) error {
-	runtime.LockOSThread()
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fmt.Errorf("harden: PR_SET_DUMPABLE: %w", err)
-	}
-	if spec.PrivateProc && os.Getpid() == 1 {
-		if err := privateProc(); err != nil {
-			return err
-		}
-	}
-	syscall.Umask(spec.Umask)
-	for _, r := range spec.Rlimits {
-		var cur syscall.Rlimit
-		if err := syscall.Getrlimit(r.Resource, &cur); err != nil {
-			return fmt.Errorf("harden: getrlimit %d: %w", r.Resource, err)
-		}
-		lim := syscall.Rlimit{Cur: r.Cur, Max: min(r.Max, cur.Max)}
-		lim.Cur = min(lim.Cur, lim.Max)
-		// syscall.Setrlimit also stops Go from restoring its own start-up
-		// RLIMIT_NOFILE in the children it forks.
-		if err := syscall.Setrlimit(r.Resource, &lim); err != nil {
-			return fmt.Errorf("harden: setrlimit %d: %w", r.Resource, err)
-		}
-	}
-	caps, err := capGet()
-	if err != nil {
-		return fmt.Errorf("harden: capget: %w", err)
-	}
-	if caps.has(unix.CAP_SETPCAP, true) {
-		for c := range capLast() + 1 {
-			if slices.Contains(spec.KeepCaps, c) {
-				continue
-			}
-			if err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
-				return fmt.Errorf("harden: PR_CAPBSET_DROP %d: %w", c, err)
-			}
-		}
-	}
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-		return fmt.Errorf("harden: PR_CAP_AMBIENT_CLEAR_ALL: %w", err)
-	}
-	// No inheritable capability: a root child's permitted set after exec
-	// is then its bounding set alone (KeepCaps); a child of another user
-	// gets KeepCaps through the ambient set (sysProcAttr). The init keeps
-	// its effective set, which the fork needs to switch the child's user.
-	caps.data[0].Inheritable, caps.data[1].Inheritable = 0, 0
-	if err := capSet(caps); err != nil {
-		return fmt.Errorf("harden: capset: %w", err)
-	}
-	if spec.NoNewPrivs {
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return fmt.Errorf("harden: PR_SET_NO_NEW_PRIVS: %w", err)
-		}
-	}
-	return nil
-}
-
-// privateProc moves the calling thread (and so the child it forks) to a
-// mount namespace of its own, where /proc is a procfs of its PID
-// namespace. Mounts made there do not reach the machine's namespace. A
-// kernel or sandbox that refuses a mount namespace (EPERM, EINVAL) leaves
-// the machine's /proc.
-func privateProc() error {
-	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) {
-			return nil
-		}
-		return fmt.Errorf("harden: unshare CLONE_NEWNS: %w", err)
-	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("harden: make / private: %w", err)
-	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("harden: mount /proc: %w", err)
-	}
-	return nil
-}
-
-// sysProcAttr sets the user of the child the init forks, and, for a
-// child that is not root, the ambient capabilities that keep KeepCaps
-// across its exec.
-func (s *hardenSpec) sysProcAttr(sys *syscall.SysProcAttr) {
-	if s.Cred == nil {
-		return
-	}
-	sys.Credential = &syscall.Credential{Uid: s.Cred.UID, Gid: s.Cred.GID, Groups: slices.Clone(s.Cred.Groups)}
-	if s.Cred.UID != 0 && len(s.KeepCaps) > 0 {
-		sys.AmbientCaps = slices.Clone(s.KeepCaps)
-	}
-}
-
-// capData is the version 3 capability sets of a thread.
-type capData struct {
-	hdr  unix.CapUserHeader
-	data [2]unix.CapUserData
-}
-
-func capGet() (*capData, error) {
-	c := &capData{hdr: unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}}
-	if err := unix.Capget(&c.hdr, &c.data[0]); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-func capSet(c *capData) error { return unix.Capset(&c.hdr, &c.data[0]) }
-
-// has reports whether c holds capability n in its effective set
-// (effective) or its permitted set.
-func (c *capData) has(n uintptr, effective bool) bool {
-	set := c.data[n/32].Permitted
-	if effective {
-		set = c.data[n/32].Effective
-	}
-	return set&(1<<(n%32)) != 0
-}
-
-// capLast returns the highest capability this kernel knows.
-func capLast() uintptr {
-	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
-	if err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n >= 0 {
-			return uintptr(n)
-		}
-	}
-	return unix.CAP_LAST_CAP
 }
 
 // capNames are the capabilities by number, as capabilities(7) names them.

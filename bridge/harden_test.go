@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/procwire/procwire/bridge/internal/initproc"
 	"github.com/procwire/procwire/proc"
 )
 
@@ -33,17 +34,17 @@ func TestHardenHelperProcess(t *testing.T) {
 	if specJSON == "" {
 		t.Skip("the helper of TestHarden*, run only by them")
 	}
-	var spec hardenSpec
+	var spec initproc.Harden
 	var argv []string
 	if json.Unmarshal([]byte(specJSON), &spec) != nil || json.Unmarshal([]byte(argvJSON), &argv) != nil {
 		os.Exit(120)
 	}
-	if err := harden(spec); err != nil {
+	if err := spec.Apply(); err != nil {
 		os.Stderr.WriteString(err.Error() + "\n")
 		os.Exit(121)
 	}
 	sys := &syscall.SysProcAttr{}
-	spec.sysProcAttr(sys)
+	spec.SysProcAttr(sys)
 	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{Env: []string{"PATH=/usr/bin:/bin"}, Files: []uintptr{0, 1, 2}, Sys: sys})
 	if err != nil {
 		os.Stderr.WriteString(err.Error() + "\n")
@@ -58,13 +59,13 @@ func TestHardenHelperProcess(t *testing.T) {
 
 // runHardened runs argv through the helper with spec and returns its
 // stdout.
-func runHardened(t *testing.T, spec *hardenSpec, argv ...string) string {
+func runHardened(t *testing.T, spec *initproc.Harden, argv ...string) string {
 	t.Helper()
 	return runHardenedIn(t, nil, spec, argv...)
 }
 
 // runHardenedIn is runHardened with the helper started with sys.
-func runHardenedIn(t *testing.T, sys *syscall.SysProcAttr, spec *hardenSpec, argv ...string) string {
+func runHardenedIn(t *testing.T, sys *syscall.SysProcAttr, spec *initproc.Harden, argv ...string) string {
 	t.Helper()
 	s, err := json.Marshal(spec)
 	require.NoError(t, err)
@@ -98,7 +99,7 @@ func needRoot(t *testing.T) {
 	}
 }
 
-func nobodyCred(t *testing.T) *hardenCred {
+func nobodyCred(t *testing.T) *initproc.Cred {
 	t.Helper()
 	u, err := user.Lookup("nobody")
 	if err != nil {
@@ -106,7 +107,7 @@ func nobodyCred(t *testing.T) *hardenCred {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	return &hardenCred{UID: uint32(uid), GID: uint32(gid)}
+	return &initproc.Cred{UID: uint32(uid), GID: uint32(gid)}
 }
 
 // TestHardenRootChild: a child running as root gets no capability in any
@@ -133,8 +134,8 @@ func TestHardenRootChild(t *testing.T) {
 func TestHardenKeepCaps(t *testing.T) {
 	needRoot(t)
 	const want = "0000000000000400" // CAP_NET_BIND_SERVICE
-	for _, cred := range []*hardenCred{nil, nobodyCred(t)} {
-		spec := &hardenSpec{NoNewPrivs: true, KeepCaps: []uintptr{unix.CAP_NET_BIND_SERVICE}, Umask: 0o077, Cred: cred}
+	for _, cred := range []*initproc.Cred{nil, nobodyCred(t)} {
+		spec := &initproc.Harden{NoNewPrivs: true, KeepCaps: []uintptr{unix.CAP_NET_BIND_SERVICE}, Umask: 0o077, Cred: cred}
 		st := statusFields(runHardened(t, spec, "/bin/cat", "/proc/self/status"))
 		for _, k := range []string{"CapPrm", "CapEff", "CapBnd"} {
 			require.Equal(t, want, st[k], "%s as %v", k, cred)
@@ -189,14 +190,14 @@ func TestHardenSetuidGainsNothing(t *testing.T) {
 func TestSetChildHardening(t *testing.T) {
 	defer childHardening.Store(nil)
 	require.ErrorIs(t, SetChildHardening(Hardening{Umask: 0o1000}), ErrInvalidHardening)
-	require.ErrorIs(t, SetChildHardening(Hardening{KeepCaps: []uintptr{capLast() + 1}}), ErrInvalidHardening)
+	require.ErrorIs(t, SetChildHardening(Hardening{KeepCaps: []uintptr{initproc.CapLast() + 1}}), ErrInvalidHardening)
 	require.ErrorIs(t, SetChildHardening(Hardening{Rlimits: []Rlimit{{Resource: 99}}}), ErrInvalidHardening)
 	require.NoError(t, SetChildHardening(Hardening{Disabled: true}))
 	require.Nil(t, hardenFor(&proc.Config{}))
 	require.NoError(t, SetChildHardening(Hardening{Umask: 0o027, KeepCaps: []uintptr{unix.CAP_KILL}}))
 	s := hardenFor(&proc.Config{RunAs: &proc.User{UID: 7, GID: 8, Groups: []uint32{9}}})
-	require.Equal(t, &hardenSpec{NoNewPrivs: true, KeepCaps: []uintptr{unix.CAP_KILL}, Umask: 0o027,
-		Cred: &hardenCred{UID: 7, GID: 8, Groups: []uint32{9}}, PrivateProc: true}, s)
+	require.Equal(t, &initproc.Harden{NoNewPrivs: true, KeepCaps: []uintptr{unix.CAP_KILL}, Umask: 0o027,
+		Cred: &initproc.Cred{UID: 7, GID: 8, Groups: []uint32{9}}, PrivateProc: true}, s)
 }
 
 func TestParseCaps(t *testing.T) {

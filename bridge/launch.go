@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/procwire/procwire/bridge/internal/initproc"
 	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
@@ -94,7 +95,7 @@ type launch struct {
 	cg                   *cgroup
 	v1                   *v1Group
 	mode                 string // the init's mode, "" without an init
-	payload              *initPayload
+	payload              *initproc.Payload
 	pid                  int
 	started              time.Time
 	pfd                  *pidfd
@@ -182,7 +183,7 @@ func (l *launch) setAttr() {
 		// A terminal merges stderr into stdout: the stderr pipe only
 		// gives its EOF, at once.
 		l.attr.Files[2] = l.outW.Fd()
-		ttySysProcAttr(l.sys)
+		initproc.TTYSysProcAttr(l.sys)
 	}
 	l.execPath, l.execArgv = l.path, l.argv
 }
@@ -229,7 +230,7 @@ func (l *launch) prepareInit() (err error) {
 		return err
 	}
 	sys := l.sys
-	if l.mode == initPIDNamespace {
+	if l.mode == initproc.ModePIDNamespace {
 		sys.Cloneflags |= syscall.CLONE_NEWPID
 	} else {
 		// A guardian must outlive the server long enough to end its
@@ -238,9 +239,9 @@ func (l *launch) prepareInit() (err error) {
 		sys.Pdeathsig = 0
 	}
 	l.attr.Files = append(l.attr.Files, l.statusW.Fd(), l.ctlR.Fd())
-	l.attr.Env = []string{initEnv}
-	l.execPath, l.execArgv = "/proc/self/exe", []string{initArg0}
-	l.payload = &initPayload{Mode: l.mode, Path: l.path, Argv: l.argv, Env: l.env, Harden: hardenFor(&l.c), Dir: l.dir,
+	l.attr.Env = initproc.Environ
+	l.execPath, l.execArgv = "/proc/self/exe", []string{initproc.Arg0}
+	l.payload = &initproc.Payload{Mode: l.mode, Path: l.path, Argv: l.argv, Env: l.env, Harden: hardenFor(&l.c), Dir: l.dir,
 		Rlimits: l.ct.lim.rlimits(l.limits), TTY: l.c.TTY != nil}
 	if l.c.TTY != nil {
 		// The init is no session leader: its child is.
@@ -256,7 +257,7 @@ func (l *launch) prepareInit() (err error) {
 
 // fork starts the child (or its init) and closes the ends it was given.
 func (l *launch) fork() (err error) {
-	closeOnExecFrom3()
+	initproc.CloseOnExecFrom3()
 	l.pid, err = syscall.ForkExec(l.execPath, l.execArgv, l.attr)
 	l.started = time.Now()
 	l.inR.Close()
@@ -311,10 +312,10 @@ func (l *launch) confirm() error {
 	l.status = bufio.NewReaderSize(l.statusR, 64) // lines of a few bytes: "started", "exit 3"
 	word, n, err := "", 0, admitErr
 	if err == nil {
-		err = writePayload(l.ctlW, l.payload)
+		err = initproc.WritePayload(l.ctlW, l.payload)
 	}
 	if err == nil {
-		word, n, err = initStatus(l.status)
+		word, n, err = readStatus(l.status)
 	}
 	if err == nil && word == "started" {
 		return nil
@@ -342,7 +343,7 @@ func (l *launch) process() *Process {
 		status:     l.status,
 		ctlW:       l.ctlW,
 		v1:         l.v1,
-		guardian:   l.mode == initGuardian,
+		guardian:   l.mode == initproc.ModeGuardian,
 		startedAt:  l.started,
 		notify:     make(chan struct{}, 1),
 		stdinW:     l.inW,
@@ -357,7 +358,7 @@ func (l *launch) process() *Process {
 		stderrDone: make(chan struct{}),
 		waitDone:   make(chan struct{}),
 	}
-	if l.mode == initPIDNamespace {
+	if l.mode == initproc.ModePIDNamespace {
 		p.pidns, _ = os.Readlink("/proc/" + strconv.Itoa(l.pid) + "/ns/pid")
 	}
 	p.inCond = sync.NewCond(&p.inMu)

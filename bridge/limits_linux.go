@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/procwire/procwire/bridge/internal/initproc"
 	"github.com/procwire/procwire/proc"
 )
 
@@ -322,10 +323,10 @@ func oomKillCount(path string) int64 {
 }
 
 // rlimits are the rlimit settings of limits l that an init enforces.
-func (lm *limiter) rlimits(l Limits) []rlimitSetting {
+func (lm *limiter) rlimits(l Limits) []initproc.Rlimit {
 	if lm.active() && lm.mech["memory"] == MechRlimitAS {
 		m := uint64(l.Memory)
-		return []rlimitSetting{{Resource: unix.RLIMIT_AS, Cur: m, Max: m}}
+		return []initproc.Rlimit{{Resource: unix.RLIMIT_AS, Cur: m, Max: m}}
 	}
 	return nil
 }

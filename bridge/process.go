@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/procwire/procwire/bridge/internal/initproc"
 	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
@@ -40,7 +41,7 @@ type Process struct {
 	status    *bufio.Reader // on statusR
 	ctlW      *os.File      // under an init: our end of its control pipe; see closeCtl
 	ctlClose  sync.Once
-	guardian  bool   // the init is a guardian (initGuardian), not a namespace's pid 1
+	guardian  bool   // the init is a guardian (initproc.ModeGuardian), not a namespace's pid 1
 	pidns     string // under a namespace's init: the namespace, as /proc/PID/ns/pid names it
 	startedAt time.Time
 	notify    chan struct{}                     // capacity 1; see Notify
@@ -331,7 +332,7 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 	if p.guardian && sig == syscall.SIGKILL {
 		// SIGKILL would end the guardian, not the child: the guardian
 		// sends it.
-		if _, err := p.ctlW.Write([]byte{ctlKill}); err != nil {
+		if _, err := p.ctlW.Write([]byte{initproc.CtlKill}); err != nil {
 			return false, nil // the init is gone
 		}
 		return true, nil
@@ -498,16 +499,16 @@ func (p *Process) survivors() error {
 		pids = p.cgroup.members()
 	case ContainPIDNamespace:
 		e.Containment = "PID namespace " + p.pidns + " of init " + strconv.Itoa(p.pid)
-		pids = procsWhere(func(pid int, _ []string) bool {
+		pids = initproc.ProcsWhere(func(pid int, _ []string) bool {
 			ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
 			return err == nil && ns == p.pidns
 		})
 	default:
 		e.Containment = "process group " + strconv.Itoa(p.pid)
-		pids = procsWhere(func(_ int, stat []string) bool { return stat[2] == strconv.Itoa(p.pid) })
+		pids = initproc.ProcsWhere(func(_ int, stat []string) bool { return stat[2] == strconv.Itoa(p.pid) })
 		if p.guardian {
 			e.Containment = "tree of guardian " + strconv.Itoa(p.pid)
-			pids = append(pids, descendants(p.pid)...)
+			pids = append(pids, initproc.Descendants(p.pid)...)
 		}
 	}
 	if len(pids) == 0 {

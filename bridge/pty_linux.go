@@ -110,16 +110,6 @@ func setWinsize(fd int, rows, cols, xpixel, ypixel uint16) error {
 	return nil
 }
 
-// ttySysProcAttr makes the forked child a session leader with its fd 0,
-// the slave, as its controlling terminal, in place of a process group of
-// its own (setpgid would fail in a session leader).
-func ttySysProcAttr(sys *syscall.SysProcAttr) {
-	sys.Setpgid = false
-	sys.Setsid = true
-	sys.Setctty = true
-	sys.Ctty = 0
-}
-
 // ErrNoTTY is returned by Resize for a process without a terminal.
 var ErrNoTTY = errors.New("the process has no terminal")
 

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/procwire/procwire/bridge/internal/initproc"
 	"github.com/procwire/procwire/proc"
 )
 
@@ -148,42 +148,5 @@ func waitGroupGone(pgid int, stop <-chan time.Time) bool {
 // not a zombie.
 func groupHasLive(pgid int) bool {
 	want := strconv.Itoa(pgid)
-	return len(procsWhere(func(_ int, stat []string) bool { return stat[2] == want })) > 0
-}
-
-// procsWhere lists the live (not zombie) processes for which match holds;
-// stat holds the fields of /proc/PID/stat after the command name: state,
-// ppid, pgrp, ...
-func procsWhere(match func(pid int, stat []string) bool) []int {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return nil
-	}
-	defer d.Close()
-	names, _ := d.Readdirnames(-1)
-	var pids []int
-	for _, name := range names {
-		if name[0] < '0' || name[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + name + "/stat")
-		if err != nil {
-			continue // exited meanwhile
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		pid, _ := strconv.Atoi(name)
-		if match(pid, f) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return len(initproc.ProcsWhere(func(_ int, stat []string) bool { return stat[2] == want })) > 0
 }

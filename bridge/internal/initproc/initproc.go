@@ -1,0 +1,289 @@
+//go:build linux
+
+// Package initproc is the init that procwire starts each child under: this
+// program re-executed with argv exactly [Arg0] and Env as its whole
+// environment. It reads its Payload on the control pipe (CtlFd), starts
+// the child in a process group of its own, forwards signals to it, reports
+// its exit on the status pipe (StatusFd), reaps every process of its tree,
+// and kills that tree when the server closes the control pipe or dies.
+//
+// The init runs from this package's initialisation, not from main: the Go
+// specification initialises a package as soon as its imports are, in
+// import-path order, so a package that imports only a few light standard
+// packages (os, os/signal, strconv, syscall and the like; see
+// TestImportsStayLight) runs long before the server's heavy ones (crypto,
+// net/http, the metrics registry), which a re-executed init never needs.
+// That makes the re-execution of a server binary as an init cost about a
+// fifth of what reaching main does (README, "Cold first byte").
+//
+// Its goroutines: the main one forks the child and then reaps; one
+// forwards signals to the child's group; one reads the control pipe and
+// sweeps the tree at its EOF. It shares no lock with anything.
+package initproc
+
+import (
+	"errors"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// How the server re-executes itself as an init, and what it passes: the
+// request is never on the init's command line or in its environment,
+// which any local user can read in /proc/PID/cmdline.
+const (
+	Arg0     = "procwire-init"
+	Env      = "PROCWIRE_BRIDGE_INIT=1"
+	StatusFd = 3 // the write end of the status pipe
+	CtlFd    = 4 // the read end of the control pipe
+
+	// CtlKill, written on the control pipe, asks a guardian init to send
+	// SIGKILL to the child's process group.
+	CtlKill = 'K'
+)
+
+// Modes of the init.
+const (
+	// ModePIDNamespace: the init is pid 1 of a PID namespace of its own;
+	// when it exits, the kernel kills every process of the namespace.
+	ModePIDNamespace = "pid_namespace"
+	// ModeGuardian: the init is an ordinary process and a child subreaper
+	// (PR_SET_CHILD_SUBREAPER), so that every descendant that loses its
+	// parent becomes its child; it ends them all by walking /proc.
+	ModeGuardian = "guardian"
+)
+
+// prctl(2) options.
+const (
+	prSetDumpable        = 4
+	prCapbsetDrop        = 24
+	prSetChildSubreaper  = 36
+	prSetNoNewPrivs      = 38
+	prCapAmbient         = 47
+	prCapAmbientClearAll = 4
+)
+
+func init() {
+	if Is() {
+		// syscall.Exit, not os.Exit: nothing is buffered, and a binary
+		// built with -race would otherwise wait a second before exiting,
+		// which is a second more for every destroy of a guardian's
+		// process.
+		syscall.Exit(run())
+	}
+}
+
+// Is reports whether this process was started as an init.
+func Is() bool {
+	env := os.Environ()
+	if len(os.Args) != 1 || os.Args[0] != Arg0 || len(env) != len(Environ) {
+		return false
+	}
+	for i := range env {
+		if env[i] != Environ[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Environ is the init's whole environment: Env, and what makes the Go
+// runtime start small. One P, since the init mostly sleeps; no
+// collection before the heap reaches GOMEMLIMIT, since an init allocates
+// next to nothing (a sweep of a large tree some, which the limit bounds).
+var Environ = []string{Env, "GOMAXPROCS=1", "GOGC=off", "GOMEMLIMIT=32MiB"}
+
+// run is the init: it reads its payload, sets itself up, starts the
+// child, then forwards signals, obeys the control pipe and reaps until
+// nobody is left.
+func run() int {
+	status := os.NewFile(StatusFd, "status")
+	syscall.CloseOnExec(StatusFd)
+	syscall.CloseOnExec(CtlFd)
+	ctl := os.NewFile(CtlFd, "control")
+	fail := func(err error) int {
+		var errno syscall.Errno
+		if !errors.As(err, &errno) {
+			errno = syscall.EINVAL
+		}
+		report(status, "error", int(errno))
+		return 1
+	}
+	pl, err := ReadPayload(ctl)
+	if err != nil {
+		return fail(err)
+	}
+	if err := setUp(pl); err != nil {
+		return fail(err)
+	}
+	sigs := make(chan os.Signal, 16)
+	pid, err := forkChild(pl, sigs)
+	if err != nil {
+		return fail(err)
+	}
+	report(status, "started", -1)
+	releaseStdio()
+	go forwardSignals(sigs, pid)
+	go obeyControl(ctl, pid, pl.Mode)
+	return reapAll(pid, status)
+}
+
+// report writes one line of the init's status to the server: the word,
+// then n unless it is negative.
+func report(status *os.File, word string, n int) {
+	line := append([]byte(word), ' ')
+	if n < 0 {
+		line = line[:len(line)-1]
+	} else {
+		line = strconv.AppendInt(line, int64(n), 10)
+	}
+	_, _ = status.Write(append(line, '\n'))
+}
+
+// setUp makes a guardian its tree's subreaper and sets the containment's
+// rlimits, which the child inherits.
+func setUp(pl *Payload) error {
+	if pl.Mode == ModeGuardian {
+		if err := prctl(prSetChildSubreaper, 1); err != nil {
+			return err
+		}
+	}
+	for _, rl := range pl.Rlimits {
+		if err := syscall.Setrlimit(rl.Resource, &syscall.Rlimit{Cur: rl.Cur, Max: rl.Max}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forkChild hardens the init when asked and starts the child, in a process
+// group of its own, on the init's stdio. The signals to forward arrive on
+// sigs from just before the fork; until then they end the init.
+func forkChild(pl *Payload, sigs chan<- os.Signal) (int, error) {
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if pl.Harden != nil {
+		// Locks this goroutine to its thread: the fork below must run on it.
+		if err := pl.Harden.Apply(); err != nil {
+			return 0, err
+		}
+		pl.Harden.SysProcAttr(sys)
+	}
+	if pl.TTY {
+		TTYSysProcAttr(sys)
+	}
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	CloseOnExecFrom3()
+	return syscall.ForkExec(pl.Path, pl.Argv, &syscall.ProcAttr{
+		Env:   pl.Env,
+		Files: []uintptr{0, 1, 2},
+		Dir:   pl.Dir,
+		Sys:   sys,
+	})
+}
+
+// TTYSysProcAttr makes the forked child a session leader with its fd 0,
+// the slave, as its controlling terminal, in place of a process group of
+// its own (setpgid would fail in a session leader).
+func TTYSysProcAttr(sys *syscall.SysProcAttr) {
+	sys.Setpgid = false
+	sys.Setsid = true
+	sys.Setctty = true
+	sys.Ctty = 0
+}
+
+// releaseStdio points the init's stdio at /dev/null: it holds none of the
+// child's, whose EOF is the child's to give.
+func releaseStdio() {
+	if null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0); err == nil {
+		for fd := range 3 {
+			_ = syscall.Dup3(null, fd, 0)
+		}
+		syscall.Close(null)
+	}
+}
+
+// forwardSignals passes the signals the init receives on to the child's
+// process group.
+func forwardSignals(sigs <-chan os.Signal, pid int) {
+	for s := range sigs {
+		_ = syscall.Kill(-pid, s.(syscall.Signal))
+	}
+}
+
+// obeyControl reads the control pipe: a kill request, or EOF when the
+// server is done with the process or gone, upon which it sweeps the tree.
+func obeyControl(ctl *os.File, pid int, mode string) {
+	buf := make([]byte, 64)
+	for {
+		n, err := ctl.Read(buf)
+		for _, c := range buf[:n] {
+			if c == CtlKill {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		if err != nil {
+			sweep(mode)
+			return
+		}
+	}
+}
+
+// reapAll reaps every process that ends under the init, reports the
+// child's exit on status, and returns once nobody is left to wait for.
+func reapAll(pid int, status *os.File) int {
+	for {
+		var ws syscall.WaitStatus
+		wpid, err := syscall.Wait4(-1, &ws, 0, nil)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			// ECHILD: the namespace, or for a subreaper the tree, holds
+			// nobody else.
+			return 0
+		case wpid != pid:
+		case ws.Signaled():
+			report(status, "signal", int(ws.Signal()))
+			status.Close()
+		default:
+			report(status, "exit", ws.ExitStatus())
+			status.Close()
+		}
+	}
+}
+
+// sweep kills every process of the init's tree; the init's wait loop then
+// reaps them and exits. In a PID namespace, kill(-1) reaches every process
+// of the namespace but the init. A guardian kills its descendants, found
+// through /proc, until none is left: one that forks meanwhile dies, and its
+// children, reparented to the subreaper, are found by the next walk.
+func sweep(mode string) {
+	if mode == ModePIDNamespace {
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		return
+	}
+	me := os.Getpid()
+	for backoff := time.Duration(0); ; backoff = min(max(2*backoff, time.Millisecond), 64*time.Millisecond) {
+		pids := Descendants(me)
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		// A process killed in uninterruptible sleep dies only when it
+		// wakes: look again, less and less often.
+		time.Sleep(backoff)
+	}
+}
+
+// prctl calls prctl(2) with one argument.
+func prctl(option, arg uintptr) error {
+	if _, _, e := syscall.RawSyscall6(syscall.SYS_PRCTL, option, arg, 0, 0, 0, 0); e != 0 {
+		return e
+	}
+	return nil
+}

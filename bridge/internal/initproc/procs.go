@@ -1,0 +1,118 @@
+//go:build linux
+
+package initproc
+
+import (
+	"os"
+	"strconv"
+	"syscall"
+)
+
+// CloseOnExecFrom3 marks every descriptor from 3 up close-on-exec, so that
+// nothing this process inherited without that flag (a shell's `exec 9>>f`,
+// a socket passed by a service manager) reaches a child: the child gets
+// exactly its stdin, stdout and stderr. Descriptors Go opens already have
+// the flag, so this changes nothing for them.
+func CloseOnExecFrom3() {
+	const closeRangeCloexec = 1 << 2 // CLOSE_RANGE_CLOEXEC
+	if _, _, e := syscall.Syscall(sysCloseRange, 3, ^uintptr(0), closeRangeCloexec); e == 0 {
+		return
+	}
+	// Before Linux 5.11: one by one.
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= 3 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
+
+// ProcsWhere lists the live (not zombie) processes for which match holds;
+// stat holds the fields of /proc/PID/stat after the command name: state,
+// ppid, pgrp, ...
+func ProcsWhere(match func(pid int, stat []string) bool) []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	var pids []int
+	for _, name := range names {
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + name + "/stat")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		f := statFields(b)
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		pid, _ := strconv.Atoi(name)
+		if match(pid, f) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// Descendants lists the live descendants of root, from /proc.
+func Descendants(root int) []int {
+	parent := map[int]int{}
+	ProcsWhere(func(pid int, stat []string) bool {
+		parent[pid], _ = strconv.Atoi(stat[1])
+		return false
+	})
+	var out []int
+	for pid := range parent {
+		for p, n := parent[pid], 0; p != 0 && n < 1<<16; p, n = parent[p], n+1 {
+			if p == root {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// statFields returns the fields of /proc/PID/stat after the command name:
+// "pid (comm) state ppid pgrp ...", where comm may hold spaces and parens,
+// so the fields start after the last ')'. nil if there is none. (Not
+// package strings: see TestImportsStayLight.)
+func statFields(b []byte) []string {
+	i := len(b) - 1
+	for i >= 0 && b[i] != ')' {
+		i--
+	}
+	if i < 0 {
+		return nil
+	}
+	var f []string
+	start := -1
+	for j, c := range trimNewline(b[i+1:]) {
+		switch {
+		case c == ' ' && start >= 0:
+			f = append(f, string(b[i+1+start:i+1+j]))
+			start = -1
+		case c != ' ' && start < 0:
+			start = j
+		}
+	}
+	if rest := trimNewline(b[i+1:]); start >= 0 {
+		f = append(f, string(rest[start:]))
+	}
+	return f
+}
+
+// trimNewline returns b without its trailing newlines.
+func trimNewline(b []byte) []byte {
+	for len(b) > 0 && b[len(b)-1] == '\n' {
+		b = b[:len(b)-1]
+	}
+	return b
+}
