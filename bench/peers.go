@@ -82,26 +82,31 @@ func shutdownHTTP(hs *http.Server) error {
 // --- procwire ---
 
 type procwirePeer struct {
-	srv *server.Server
-	hs  *http.Server
-	url string
-	seq atomic.Int64
+	srv   *server.Server
+	hs    *http.Server
+	url   string
+	seq   atomic.Int64
+	close func() error // the executor's
 }
 
 // NewProcwire starts a procwire server (its default windows and frame
-// size) on loopback.
+// size, its children started as procwire serve starts them) on loopback.
 func NewProcwire() (Peer, error) {
-	perProcess := int64(server.DefaultStdoutWindow + server.DefaultStdinWindow + server.DefaultStderrRing)
-	srv, err := server.New(server.Config{MaxProcesses: maxSessions, MaxMemory: maxSessions * perProcess,
-		Logger: slog.New(slog.DiscardHandler)})
+	exec, closeExec, err := procwireExecutor()
 	if err != nil {
 		return nil, err
+	}
+	perProcess := int64(server.DefaultStdoutWindow + server.DefaultStdinWindow + server.DefaultStderrRing)
+	srv, err := server.New(server.Config{MaxProcesses: maxSessions, MaxMemory: maxSessions * perProcess,
+		Executor: exec, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, errors.Join(err, closeExec())
 	}
 	hs, url, err := serveHTTP(srv)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, closeExec())
 	}
-	return &procwirePeer{srv: srv, hs: hs, url: url}, nil
+	return &procwirePeer{srv: srv, hs: hs, url: url, close: closeExec}, nil
 }
 
 func (p *procwirePeer) Name() string { return NameProcwire }
@@ -124,7 +129,11 @@ func (p *procwirePeer) Open(ctx context.Context, argv []string) (Session, error)
 func (p *procwirePeer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return errors.Join(p.srv.Shutdown(ctx), shutdownHTTP(p.hs))
+	err := errors.Join(p.srv.Shutdown(ctx), shutdownHTTP(p.hs))
+	if p.close != nil {
+		err = errors.Join(err, p.close())
+	}
+	return err
 }
 
 type procwireSession struct{ p *client.Process }

@@ -30,14 +30,16 @@ import (
 //
 //	go test -run '^$' -bench ColdPhases -benchtime 200x ./bench
 func BenchmarkColdPhases(b *testing.B) {
-	srv, err := server.New(server.Config{MaxProcesses: 16, MaxMemory: 1 << 30, Logger: slog.New(slog.DiscardHandler)})
+	exec, closeExec, err := procwireExecutor()
+	require.NoError(b, err)
+	srv, err := server.New(server.Config{MaxProcesses: 16, MaxMemory: 1 << 30, Executor: exec, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(b, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(b, err)
 	stamps := &phaseStamps{}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: time.Minute}
 	go func() { _ = hs.Serve(stampingListener{ln, stamps}) }()
-	p := &procwirePeer{srv: srv, hs: hs, url: "ws://" + ln.Addr().String() + "/"}
+	p := &procwirePeer{srv: srv, hs: hs, url: "ws://" + ln.Addr().String() + "/", close: closeExec}
 	defer func() { require.NoError(b, p.Close()) }()
 	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
 	defer cancel()

@@ -58,6 +58,13 @@ type ContainOptions struct {
 	// ChildOOMScoreAdj, when not nil, is each child's oom_score_adj;
 	// nil means DefaultChildOOMScoreAdj.
 	ChildOOMScoreAdj *int
+	// WarmInit keeps the init of the next process started ahead, waiting
+	// for its request, so that a Start skips the re-execution of the
+	// server (a few milliseconds of a cold first byte; warm.go). It costs
+	// one idle init process, its pipes and its cgroup, and needs Close.
+	// It applies to processes without a terminal, in a program that calls
+	// MaybeRunInit.
+	WarmInit bool
 }
 
 // DefaultChildOOMScoreAdj is the oom_score_adj of every child unless
@@ -77,6 +84,7 @@ type Containment struct {
 	lim          *limiter
 	childOOM     int
 	direct       bool // start children without an init, as without MaybeRunInit (tests)
+	warm         warmInit
 }
 
 // cgroupSeq numbers the cgroups of this server, across its containments,
@@ -148,6 +156,8 @@ func NewContainment(opts ContainOptions) (*Containment, error) {
 // that died.
 func (c *Containment) withLimits(opts ContainOptions) (*Containment, error) {
 	c.owner = ownerPrefix(os.Getpid())
+	c.warm.on = opts.WarmInit
+	c.warm.made = sync.NewCond(&c.warm.mu)
 	c.childOOM = DefaultChildOOMScoreAdj
 	if opts.ChildOOMScoreAdj != nil {
 		c.childOOM = *opts.ChildOOMScoreAdj

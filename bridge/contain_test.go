@@ -30,10 +30,14 @@ import (
 func eachContainment(t *testing.T, fn func(t *testing.T, c *Containment)) {
 	for _, kind := range []string{ContainCgroup, ContainPIDNamespace, ContainProcessGroup} {
 		t.Run(kind, func(t *testing.T) {
-			c, err := NewContainment(ContainOptions{Kind: kind})
+			// With a warm init: every start but the first takes one
+			// (warm.go), so that the tests of every containment run
+			// both ways of starting.
+			c, err := NewContainment(ContainOptions{Kind: kind, WarmInit: true})
 			if err != nil {
 				t.Skipf("this machine does not allow it: %v", err)
 			}
+			t.Cleanup(func() { require.NoError(t, c.Close()) })
 			require.Equal(t, kind, c.Kind())
 			fn(t, c)
 		})

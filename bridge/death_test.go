@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/procwire/procwire/bridge/internal/initproc"
 	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
@@ -45,10 +46,12 @@ func doomedServer() {
 		fmt.Fprintln(os.Stderr, "doomed server:", err)
 		os.Exit(2)
 	}
-	c, err := NewContainment(ContainOptions{Kind: os.Getenv(doomedEnv)})
+	c, err := NewContainment(ContainOptions{Kind: os.Getenv(doomedEnv), WarmInit: true})
 	if err != nil {
 		fail(err)
 	}
+	refilled := make(chan struct{}, len(doomedTrees)+1)
+	c.warm.onRefill = func() { refilled <- struct{}{} }
 	names := make([]string, 0, len(doomedTrees))
 	for name := range doomedTrees {
 		names = append(names, name)
@@ -93,14 +96,21 @@ func doomedServer() {
 	for range names {
 		<-started
 	}
-	fmt.Println("ready")
+	// The next process's warm init waits too: it must die with us.
+	for _, ready := c.WarmInits(); !ready; _, ready = c.WarmInits() {
+		<-refilled
+	}
+	c.warm.mu.Lock()
+	fmt.Println("ready", c.warm.spare.pid)
+	c.warm.mu.Unlock()
 	select {}
 }
 
 // TestServerDeathEndsEveryTree kills a server (this test binary, running
 // doomedServer) with SIGKILL while its trees run and one streams stdout,
 // and checks that nothing of any tree is left within 1 s, under every
-// containment. It logs the time from the SIGKILL to the end of each tree,
+// containment; nor is the warm init that waited for the next process. It
+// logs the time from the SIGKILL to the end of each tree,
 // p50 and max; PROCWIRE_DEATH_ROUNDS sets the number of servers killed per
 // containment (default 2; 5 gives 20 trees).
 func TestServerDeathEndsEveryTree(t *testing.T) {
@@ -138,7 +148,9 @@ func killServer(t *testing.T, kind string) []time.Duration {
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
 	require.NoError(t, err)
-	require.Equal(t, "ready\n", line)
+	var warm int
+	_, err = fmt.Sscanf(line, "ready %d\n", &warm)
+	require.NoError(t, err, "%q", line)
 
 	trees := map[string]string{} // name → mark
 	for name := range doomedTrees {
@@ -150,8 +162,11 @@ func killServer(t *testing.T, kind string) []time.Duration {
 	killed := time.Now()
 	_ = cmd.Wait()
 
+	warmAlive := func() bool {
+		return len(initproc.ProcsWhere(func(pid int, _ []string) bool { return pid == warm })) > 0
+	}
 	var took []time.Duration
-	for len(trees) > 0 {
+	for len(trees) > 0 || warmAlive() {
 		for name, m := range trees {
 			if len(markedAlive(m)) == 0 {
 				took = append(took, time.Since(killed))
@@ -162,6 +177,7 @@ func killServer(t *testing.T, kind string) []time.Duration {
 			break
 		}
 	}
+	require.False(t, warmAlive(), "%s: the warm init %d outlived its server", kind, warm)
 	// The bound; the kernel usually ends the trees in a few
 	// milliseconds.
 	for name, m := range trees {

@@ -39,12 +39,22 @@ func Start(req proc.Request, cfg *proc.Config) (*Process, error) {
 // pipes, as the leader of a new session (pty_linux.go).
 //
 // It goes in steps, each a method of launch: check the request, open the
-// child's stdio, make its cgroups, prepare its init, fork, confirm the
-// start, and make the Process.
+// child's stdio, make its cgroups, prepare its init, fork, admit it to its
+// cgroups, hand the init its payload, and make the Process. With a warm
+// init (ContainOptions.WarmInit, warm.go) every step before the hand-over
+// was made ahead.
 func (ct *Containment) Start(req proc.Request, cfg *proc.Config) (*Process, error) {
 	l, err := ct.checkRequest(req, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if ct.takeWarm(l) {
+		// The init runs already, admitted: it only needs the payload.
+		l.started = time.Now()
+		if err := l.handOver(); err != nil {
+			return nil, l.fail(err)
+		}
+		return l.process(), nil
 	}
 	if err := l.openStdio(); err != nil {
 		l.closeAll()
@@ -64,7 +74,10 @@ func (ct *Containment) Start(req proc.Request, cfg *proc.Config) (*Process, erro
 	if err := l.fork(); err != nil {
 		return nil, l.fail(forkFailure(err))
 	}
-	if err := l.confirm(); err != nil {
+	if err := l.admit(); err != nil {
+		return nil, l.fail(err)
+	}
+	if err := l.handOver(); err != nil {
 		return nil, l.fail(err)
 	}
 	return l.process(), nil
@@ -95,7 +108,6 @@ type launch struct {
 	cg                   *cgroup
 	v1                   *v1Group
 	mode                 string // the init's mode, "" without an init
-	payload              *initproc.Payload
 	pid                  int
 	started              time.Time
 	pfd                  *pidfd
@@ -241,13 +253,11 @@ func (l *launch) prepareInit() (err error) {
 	l.attr.Files = append(l.attr.Files, l.statusW.Fd(), l.ctlR.Fd())
 	l.attr.Env = initproc.Environ
 	l.execPath, l.execArgv = "/proc/self/exe", []string{initproc.Arg0}
-	l.payload = &initproc.Payload{Mode: l.mode, Path: l.path, Argv: l.argv, Env: l.env, Harden: hardenFor(&l.c), Dir: l.dir,
-		Rlimits: l.ct.lim.rlimits(l.limits), TTY: l.c.TTY != nil}
 	if l.c.TTY != nil {
 		// The init is no session leader: its child is.
 		sys.Setsid, sys.Setctty, sys.Setpgid = false, false, true
 	}
-	if l.payload.Harden != nil {
+	if hardenFor(&l.c) != nil {
 		// The init stays root, to drop the child's capabilities; the
 		// child is switched to its user (payload.Harden.Cred).
 		sys.Credential = nil
@@ -281,16 +291,13 @@ func (l *launch) fail(err error) error {
 	return err
 }
 
-// confirm admits the forked child (or init) to its v1 cgroups and
-// oom_score_adj, opens its pidfd, and, under an init, sends the payload and
-// waits for the init to say it started the child. On an error the child
-// (or init) is killed and reaped.
-func (l *launch) confirm() error {
-	// The init (or the child) enters its v1 cgroups and takes the
-	// children's oom_score_adj before it starts anything: the init waits
-	// for its payload, sent below. A child started without an init may
-	// fork before, or be gone already (which is why its error is ignored);
-	// it and its descendants are bounded from then on.
+// admit admits the forked child (or init) to its v1 cgroups and
+// oom_score_adj and opens its pidfd. A child started without an init may
+// have forked before, or be gone already, which is why its admission
+// error is ignored: it and its descendants are bounded from then on. An
+// init waits for its payload, so it is admitted before it starts
+// anything, or killed and reaped on an error.
+func (l *launch) admit() error {
 	admitErr := l.ct.admit(l.pid, l.v1)
 	pfd, err := newPidfd(l.pidFD)
 	if err != nil {
@@ -308,27 +315,44 @@ func (l *launch) confirm() error {
 	if l.statusR == nil {
 		return nil
 	}
-	// The init says whether it could start the child.
 	l.status = bufio.NewReaderSize(l.statusR, 64) // lines of a few bytes: "started", "exit 3"
-	word, n, err := "", 0, admitErr
-	if err == nil {
-		err = initproc.WritePayload(l.ctlW, l.payload)
+	if admitErr != nil {
+		l.abandon()
+		return startFailure(proc.ReasonStartFailed, fmt.Errorf("admit the init: %w", admitErr))
 	}
+	return nil
+}
+
+// handOver, under an init, sends it the payload and waits for it to say
+// it started the child. On an error the init is killed and reaped.
+func (l *launch) handOver() error {
+	if l.statusR == nil {
+		return nil
+	}
+	pl := &initproc.Payload{Mode: l.mode, Path: l.path, Argv: l.argv, Env: l.env, Harden: hardenFor(&l.c), Dir: l.dir,
+		Rlimits: l.ct.lim.rlimits(l.limits), TTY: l.c.TTY != nil}
+	word, n, err := "", 0, initproc.WritePayload(l.ctlW, pl)
 	if err == nil {
 		word, n, err = readStatus(l.status)
 	}
 	if err == nil && word == "started" {
 		return nil
 	}
-	_ = syscall.Kill(l.pid, syscall.SIGKILL)
-	if _, werr := pfd.waitExited(); werr == nil {
-		_ = pfd.reap()
-	}
-	_ = pfd.close()
+	l.abandon()
 	if err == nil && word == "error" {
 		return forkFailure(syscall.Errno(n))
 	}
 	return startFailure(proc.ReasonStartFailed, fmt.Errorf("init of the PID namespace: %q, %w", word, err))
+}
+
+// abandon kills and reaps an init that was admitted but started nothing
+// the server keeps.
+func (l *launch) abandon() {
+	_ = syscall.Kill(l.pid, syscall.SIGKILL)
+	if _, werr := l.pfd.waitExited(); werr == nil {
+		_ = l.pfd.reap()
+	}
+	_ = l.pfd.close()
 }
 
 // process makes the Process of a confirmed start and starts its goroutines.

@@ -24,6 +24,8 @@ type limitFlags struct {
 	limits       bridge.Limits
 	oomScoreAdj  int
 	childOOM     int
+	warmInit     bool
+	contain      *bridge.Containment // made by configure; close ends its warm init
 }
 
 // DefaultServerOOMScoreAdj is serve's own oom_score_adj unless
@@ -32,13 +34,14 @@ type limitFlags struct {
 const DefaultServerOOMScoreAdj = -900
 
 func addLimitFlags(fs *flag.FlagSet) *limitFlags {
-	l := &limitFlags{oomScoreAdj: DefaultServerOOMScoreAdj, childOOM: bridge.DefaultChildOOMScoreAdj}
+	l := &limitFlags{oomScoreAdj: DefaultServerOOMScoreAdj, childOOM: bridge.DefaultChildOOMScoreAdj, warmInit: true}
 	fs.StringVar(&l.cgroupParent, "cgroup-parent", "", "the cgroup v2 `directory` under which each process's cgroup is made, such as the one systemd delegates to the unit (default: serve's own cgroup)")
 	fs.Var(sizeFlag{&l.limits.Pids, false}, "limit-pids", "most tasks each process's tree may hold, `N` (default none)")
 	fs.Var(sizeFlag{&l.limits.Memory, true}, "limit-memory", "most memory each process's tree may use, a `size` (bytes, or with KiB, MiB, GiB, TiB: 256MiB, 1.5GiB; default none)")
 	fs.Var(cpuFlag{&l.limits.CPU}, "limit-cpu", "most CPU time each process's tree may use, in `cores` (1.5; default none)")
 	fs.Var(intRange{&l.oomScoreAdj, -1000, 1000}, "oom-score-adj", "serve's own oom_score_adj, -1000..1000 (lowering it needs CAP_SYS_RESOURCE)")
 	fs.Var(intRange{&l.childOOM, -1000, 1000}, "child-oom-score-adj", "each child's oom_score_adj, -1000..1000")
+	fs.BoolVar(&l.warmInit, "warm-init", true, "keep the next process's init started ahead, so that an open does not wait for serve to re-execute itself (one idle process)")
 	return l
 }
 
@@ -60,10 +63,12 @@ func (l *limitFlags) configure(cfg *server.Config, log *slog.Logger, reg *promet
 		CgroupParent:     l.cgroupParent,
 		Limits:           l.limits,
 		ChildOOMScoreAdj: &l.childOOM,
+		WarmInit:         l.warmInit,
 	})
 	if err != nil {
 		return err
 	}
+	l.contain = c
 	switch e := cfg.Executor.(type) {
 	case nil:
 		cfg.Executor = server.BridgeExecutor{Containment: c}
@@ -163,4 +168,11 @@ func (f cpuFlag) Set(s string) error {
 	}
 	*f.v = n
 	return nil
+}
+
+// close ends the containment's warm init, once serve has shut down.
+func (l *limitFlags) close() {
+	if l.contain != nil {
+		_ = l.contain.Close()
+	}
 }

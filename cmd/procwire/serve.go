@@ -77,6 +77,7 @@ func serve(ctx context.Context, args []string, io *stdio) int {
 	}
 	defer stopReload()
 	srv, reg, err := f.newServer(token, log)
+	defer f.limits.close() // after the shutdown below
 	if err != nil {
 		return fail(err)
 	}

@@ -1,0 +1,199 @@
+//go:build linux
+
+package bridge
+
+import (
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/procwire/procwire/proc"
+)
+
+// A warm init (ContainOptions.WarmInit) is the init of the next process,
+// started ahead: its stdio pipes, its cgroups and its init made, forked
+// and admitted, waiting on its control pipe for the payload. A Start whose
+// process would get the same init (the same containment limits and the
+// same user for the init) takes it and sends it the payload, instead of
+// re-executing the server then; the Start makes the next one in the
+// background. An init re-executed from a large server binary costs a few
+// milliseconds before it can read its payload (package initproc), which
+// is most of a cold first byte.
+//
+// Its goroutine: refill, one at a time, started by every Start that finds
+// none under way, and tracked by wg; Close waits for it. Its lock,
+// warm.mu, is taken alone; a Start may wait on it for a refill under way.
+type warmInit struct {
+	mu     sync.Mutex
+	on     bool    // ContainOptions.WarmInit, until Close
+	spare  *launch // forked and admitted, waiting for its payload; nil while none is ready
+	key    spareKey
+	making bool // refill runs
+	// waiting: a Start waits on made for the refill under way, which
+	// started before it and so ends sooner than a cold init would. One
+	// at a time: a second Start would only queue behind the first.
+	waiting bool
+	made    *sync.Cond // on mu; refill broadcasts when it ends
+	wg      sync.WaitGroup
+
+	onRefill func() // tests: called when a refill ends
+}
+
+// spareKey is what a process's init depends on beyond its payload: the
+// limits of its cgroups and the user it runs as (the server's own when
+// hardened: it drops privileges for the child only).
+type spareKey struct {
+	limits   Limits
+	hardened bool
+	uid, gid uint32
+	groups   string
+	runAs    bool
+}
+
+// spareKeyOf returns l's key, and false when its start cannot use a warm
+// init: no init at all, or a terminal, whose slave is made per process.
+func spareKeyOf(l *launch) (spareKey, bool) {
+	if l.ct.initMode() == "" || l.c.TTY != nil {
+		return spareKey{}, false
+	}
+	k := spareKey{limits: l.limits, hardened: hardenFor(&l.c) != nil}
+	if u := l.c.RunAs; u != nil && !k.hardened {
+		k.runAs, k.uid, k.gid = true, u.UID, u.GID
+		for _, g := range u.Groups {
+			k.groups += strconv.FormatUint(uint64(g), 10) + ","
+		}
+	}
+	return k, true
+}
+
+// takeWarm hands l the warm init if one matching l is ready, or is being
+// made and nobody else waits for it, and reports whether it did. Either
+// way it has the next one made for l's key, unless l cannot use one.
+func (ct *Containment) takeWarm(l *launch) bool {
+	w := &ct.warm
+	key, ok := spareKeyOf(l)
+	if !ok {
+		return false
+	}
+	w.mu.Lock()
+	if w.on && w.spare == nil && w.making && !w.waiting {
+		w.waiting = true
+		for w.making {
+			w.made.Wait()
+		}
+		w.waiting = false
+	}
+	if !w.on {
+		w.mu.Unlock()
+		return false
+	}
+	spare, match := w.spare, w.key == key
+	w.spare = nil
+	if !w.making {
+		w.making = true
+		w.wg.Add(1)
+		go ct.refill(key, l.c)
+	}
+	w.mu.Unlock()
+	if spare == nil {
+		return false
+	}
+	if !match {
+		spare.discard()
+		return false
+	}
+	l.adopt(spare)
+	return true
+}
+
+// refill makes a warm init for key, from config c, and keeps it ready for
+// the next Start, unless the containment was closed meanwhile.
+func (ct *Containment) refill(key spareKey, c proc.Config) {
+	w := &ct.warm
+	defer w.wg.Done()
+	spare, err := ct.newSpare(c)
+	w.mu.Lock()
+	w.making = false
+	if err == nil && w.on && w.spare == nil {
+		w.spare, w.key, spare = spare, key, nil
+	}
+	w.made.Broadcast()
+	w.mu.Unlock()
+	if spare != nil {
+		spare.discard()
+	}
+	if w.onRefill != nil {
+		w.onRefill()
+	}
+}
+
+// newSpare starts an init for a process of config c, without a request:
+// its stdio, cgroups and init forked and admitted, as Start would.
+func (ct *Containment) newSpare(c proc.Config) (*launch, error) {
+	l := &launch{ct: ct, c: c, limits: ct.Limits().Tighten(c.Limits), dir: "/", env: []string{}, pidFD: -1, cgFD: -1}
+	if err := l.openStdio(); err != nil {
+		l.closeAll()
+		return nil, err
+	}
+	l.setAttr()
+	err := l.makeCgroups()
+	if l.cgFD >= 0 {
+		defer syscall.Close(l.cgFD)
+	}
+	if err == nil {
+		err = l.prepareInit()
+	}
+	if err == nil {
+		err = l.fork()
+	}
+	if err != nil {
+		return nil, l.fail(err)
+	}
+	if err := l.admit(); err != nil {
+		return nil, l.fail(err)
+	}
+	return l, nil
+}
+
+// adopt takes over what spare made: the server's ends of the stdio, the
+// status and control pipes, the cgroups, and the init.
+func (l *launch) adopt(spare *launch) {
+	l.files = spare.files
+	l.inW, l.outR, l.errR = spare.inW, spare.outR, spare.errR
+	l.statusR, l.ctlW, l.status = spare.statusR, spare.ctlW, spare.status
+	l.cg, l.v1 = spare.cg, spare.v1
+	l.mode, l.pid, l.pfd = spare.mode, spare.pid, spare.pfd
+}
+
+// discard ends a warm init nobody will take: its init, which was waiting
+// for its payload, is killed and reaped, and its pipes and cgroups go.
+func (l *launch) discard() {
+	l.abandon()
+	_ = l.fail(nil)
+}
+
+// Close ends the containment's warm init and stops making them; Starts
+// after it start their init cold. It waits for a warm init being made.
+// It is idempotent; a Containment without WarmInit has nothing to close.
+func (ct *Containment) Close() error {
+	w := &ct.warm
+	w.mu.Lock()
+	w.on = false
+	spare := w.spare
+	w.spare = nil
+	w.mu.Unlock()
+	w.wg.Wait()
+	if spare != nil {
+		spare.discard()
+	}
+	return nil
+}
+
+// WarmInits reports whether the containment keeps a warm init
+// (ContainOptions.WarmInit, until Close) and whether one is ready now.
+func (ct *Containment) WarmInits() (on, ready bool) {
+	w := &ct.warm
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.on, w.spare != nil
+}

@@ -1,0 +1,129 @@
+//go:build linux
+
+package bridge
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/proc"
+)
+
+// spareOf returns the pid and cgroup directory of c's warm init, which
+// must be ready.
+func spareOf(t *testing.T, c *Containment) (pid int, cgroupDir string) {
+	t.Helper()
+	c.warm.mu.Lock()
+	defer c.warm.mu.Unlock()
+	require.NotNil(t, c.warm.spare, "a warm init is ready")
+	if c.warm.spare.cg != nil {
+		cgroupDir = c.warm.spare.cg.dir
+	}
+	return c.warm.spare.pid, cgroupDir
+}
+
+// requireGone checks that pid was reaped (it has no /proc entry, not
+// even a zombie's) and that the cgroup directory, if any, was removed.
+func requireGone(t *testing.T, pid int, cgroupDir string) {
+	t.Helper()
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	require.ErrorIs(t, err, os.ErrNotExist, "init %d reaped", pid)
+	if cgroupDir != "" {
+		_, err := os.Stat(cgroupDir)
+		require.ErrorIs(t, err, os.ErrNotExist, "cgroup %s removed", cgroupDir)
+	}
+}
+
+// runs starts req in c and returns its stdout and exit, destroyed.
+func runs(t *testing.T, c *Containment, req proc.Request) (*Process, string, proc.ExitStatus) {
+	t.Helper()
+	p, err := c.Start(req, nil)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	newConsumer(t, p, &out).toEOF()
+	st := waitExit(t, p)
+	require.NoError(t, p.Destroy())
+	return p, out.String(), st
+}
+
+// TestWarmInitTakenByTheNextStart: with WarmInit, a start makes the next
+// process's init ahead; the next start takes it (its pid is the one that
+// waited), gives it its own request, environment, directory and exit, and
+// makes another; Close ends the one waiting, reaped, its cgroup removed,
+// and starts after it are cold.
+func TestWarmInitTakenByTheNextStart(t *testing.T) {
+	eachContainment(t, func(t *testing.T, c *Containment) {
+		refilled := make(chan struct{}, 4)
+		c.warm.onRefill = func() { refilled <- struct{}{} }
+
+		_, out, st := runs(t, c, shReq(t, `echo cold`))
+		require.Equal(t, "cold\n", out)
+		require.Equal(t, proc.ExitStatus{Code: 0}, st)
+		<-refilled
+		spare, dir := spareOf(t, c)
+		require.NoError(t, syscall.Kill(spare, 0), "the warm init waits")
+
+		req := shReq(t, `pwd; echo "$GREETING"; exit 3`)
+		req.Environment["GREETING"] = "warm"
+		p, out, st := runs(t, c, req)
+		require.Equal(t, spare, p.Pid(), "the start took the warm init")
+		require.Equal(t, req.WorkingDirectory+"\nwarm\n", out)
+		require.Equal(t, proc.ExitStatus{Code: 3}, st)
+		requireGone(t, spare, dir)
+		<-refilled
+
+		spare, dir = spareOf(t, c)
+		require.NoError(t, c.Close())
+		requireGone(t, spare, dir)
+		on, ready := c.WarmInits()
+		require.False(t, on)
+		require.False(t, ready)
+		p, out, _ = runs(t, c, shReq(t, `echo after`))
+		require.Equal(t, "after\n", out)
+		require.NotEqual(t, spare, p.Pid())
+		require.NoError(t, c.Close(), "Close is idempotent")
+	})
+}
+
+// A warm init's failure to start the child is the request's start
+// failure, as a cold one's: the exec's errno says why.
+func TestWarmInitStartFailureIsTheRequests(t *testing.T) {
+	eachContainment(t, func(t *testing.T, c *Containment) {
+		refilled := make(chan struct{}, 4)
+		c.warm.onRefill = func() { refilled <- struct{}{} }
+		runs(t, c, shReq(t, `true`))
+		<-refilled
+		spare, dir := spareOf(t, c)
+
+		script := t.TempDir() + "/script"
+		require.NoError(t, os.WriteFile(script, []byte("#!/nonexistent/interpreter\n"), 0o755))
+		_, err := c.Start(proc.Request{Executable: script, WorkingDirectory: "/"}, nil)
+		var se *proc.StartError
+		require.ErrorAs(t, err, &se)
+		require.Equal(t, proc.ReasonExecutableNotFound, se.Reason, "%v", err)
+		requireGone(t, spare, dir)
+		<-refilled
+	})
+}
+
+// What a warm init was made for must match what the start needs of its
+// init: a spare of other limits, or of another init user, is not taken.
+func TestSpareKeyTellsInitsApart(t *testing.T) {
+	c := &Containment{kind: ContainProcessGroup, lim: &limiter{}}
+	keyOf := func(cfg proc.Config, limits Limits) spareKey {
+		initHooked.Store(true)
+		k, ok := spareKeyOf(&launch{ct: c, c: cfg, limits: limits})
+		require.True(t, ok)
+		return k
+	}
+	base := keyOf(proc.Config{}, Limits{})
+	require.Equal(t, base, keyOf(proc.Config{StdoutWindow: 1 << 20}, Limits{}), "windows are the Process's, not the init's")
+	require.NotEqual(t, base, keyOf(proc.Config{}, Limits{Pids: 10}))
+	_, ok := spareKeyOf(&launch{ct: c, c: proc.Config{TTY: &proc.TTY{Rows: 24, Cols: 80}}})
+	require.False(t, ok, "a terminal's slave is made per process")
+}
