@@ -79,3 +79,20 @@ func TestHeartbeatFindsDeadPeer(t *testing.T) {
 	require.Equal(t, "got x\n", readLine(t, c, p.Stdout()))
 	require.Zero(t, e.proxy.Cuts())
 }
+
+// A reconnection whose handshake the network swallows is abandoned after
+// the heartbeat (at least a second) and another made, instead of waited
+// for until the grace ends: with every reply dropped, dials go on being
+// made, and once replies pass again the process resumes.
+func TestReconnectAbandonsAnUnansweredHandshake(t *testing.T) {
+	e := newEnv(t, server.Config{Heartbeat: 50 * time.Millisecond, Grace: time.Minute})
+	c := ctx(t)
+	p := open(t, e.purl, sh(`while read l; do echo "got $l"; done`), nil)
+	e.proxy.DropReplies(true)
+	eventually(t, c, "a second reconnection while the first goes unanswered", func() bool { return e.proxy.Accepted() >= 3 })
+	e.proxy.DropReplies(false)
+	_, err := p.Stdin().WriteContext(c, []byte("x\n"))
+	require.NoError(t, err)
+	require.Equal(t, "got x\n", readLine(t, c, p.Stdout()))
+	require.NoError(t, p.Destroy(c))
+}

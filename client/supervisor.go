@@ -247,11 +247,21 @@ func (p *Process) reconnect(b *backoff) *wsConn {
 		}
 		destroying := p.m.st == stateDestroying
 		resume, destroy := p.m.resumeFrame(), p.m.destroyFrame()
-		deadline := p.m.graceEnd()
+		deadline, bound := p.m.graceEnd(), attemptBound(p.m.heartbeat)
 		p.mu.Unlock()
 
 		ctx, cancel := context.WithDeadline(p.life, deadline)
-		ws, reached, err := p.attempt(ctx, destroying, resume, destroy)
+		actx, acancel := ctx, context.CancelFunc(func() {})
+		if !destroying {
+			// A dial or resume the network swallows (a handshake whose
+			// answer never comes) is abandoned and retried, rather than
+			// waited for until the grace ends. A destroy is bounded by
+			// DestroyTimeout instead: the server's answer may take its
+			// destroy wait.
+			actx, acancel = context.WithTimeout(ctx, bound)
+		}
+		ws, reached, err := p.attempt(actx, destroying, resume, destroy)
+		acancel()
 		if ws != nil {
 			cancel()
 			p.log.Info("resumed", "attempt", attempt)
@@ -285,6 +295,14 @@ func (p *Process) reconnect(b *backoff) *wsConn {
 		b.wait(ctx, p.redial)
 		cancel()
 	}
+}
+
+// attemptBound is how long a reconnection's dial and resume may go
+// unanswered before the attempt is abandoned and another made: the
+// session's heartbeat, the bound within which the server answers a live
+// connection, but at least a second, which a loaded machine may need.
+func attemptBound(heartbeat time.Duration) time.Duration {
+	return max(heartbeat, time.Second)
 }
 
 // attempt dials and resumes, or destroys if destroying (then returning

@@ -1612,13 +1612,19 @@ class Proc {
     }
   }
 
+  // A dial or resume the network swallows (a handshake whose answer never
+  // comes) is abandoned after the heartbeat, the bound within which the
+  // server answers a live connection (at least a second, which a loaded
+  // machine may need), and another made, rather than waited for until the
+  // grace ends; as the Go client does.
   private async reattach(deadline: number, signal: AbortSignal): Promise<void> {
-    const t = await this.dial(true, Math.max(1, deadline - Date.now()), signal);
+    const end = Math.min(deadline, Date.now() + Math.max(this.heartbeat, 1000));
+    const t = await this.dial(true, Math.max(1, end - Date.now()), signal);
     this.reached = true;
     try {
       const resume: ResumeFrame = { type: "resume", process_id: this.id, token: this.token, stdout_received: this.outReceived, stderr_received: this.errRecv };
       if (this.pingsAsked) resume.pings = true;
-      const f = await this.exchange(t, resume, Math.max(1, deadline - Date.now()), signal);
+      const f = await this.exchange(t, resume, Math.max(1, end - Date.now()), signal);
       if (f.type !== "resumed") throw protocolError(f.type, "unexpected answer to resume");
       this.checkResumed(f);
       if (this.err) throw new Stop();

@@ -370,6 +370,31 @@ test("heartbeat: a peer that stops answering pings is dropped and the process re
   await srv.close();
 });
 
+test("a resume the server never answers is abandoned after the heartbeat (at least 1 s) and another made, within the grace", async () => {
+  const seen = [];
+  let resumes = 0;
+  const srv = await fake(async ({ ws, next, send }) => {
+    const f = await next();
+    seen.push(f.type);
+    if (f.type === "open") {
+      send({ ...(await opened(f)), heartbeat_ms: 100 });
+      ws.terminate(); // lost at once: the client resumes
+    } else if (f.type === "resume" && ++resumes > 1) {
+      const o = await opened({ instance_id: "inst-11", request: req("cat") });
+      send({ type: "resumed", process_id: PID, evidence: o.evidence, stdin_received: 0, stdin_limit: 65536 });
+      send({ type: "stdout_eof", off: 0 });
+      send({ type: "exit", code: 0 });
+    } // the first resume is swallowed: no answer, no close
+  });
+  const p = await openProcess(srv.url, "inst-11", req("cat"), { reconnectMin: 5 });
+  const began = Date.now();
+  assert.deepEqual(await p.wait(), { code: 0 });
+  assert.ok(Date.now() - began < 10_000, "resumed long before the 30 s grace");
+  assert.deepEqual(seen, ["open", "resume", "resume"]);
+  await p.destroy();
+  await srv.close();
+});
+
 test("invalid UTF-8 in a text message is a protocol violation (the decoder checks it, not ws)", async () => {
   const srv = await fake(async ({ ws, next, send }) => {
     const f = await next();
