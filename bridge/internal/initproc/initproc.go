@@ -111,6 +111,13 @@ func run() int {
 		report(status, "error", int(errno))
 		return 1
 	}
+	// The signals to forward are caught from now on, before the payload
+	// arrives: Notify starts a goroutine and a thread, which a warm init
+	// (one started ahead of its process) does while it waits rather than
+	// on the way to the child's fork. What arrives before the child
+	// exists is forwarded to it once it does.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	pl, err := ReadPayload(ctl)
 	if err != nil {
 		return fail(err)
@@ -118,8 +125,7 @@ func run() int {
 	if err := setUp(pl); err != nil {
 		return fail(err)
 	}
-	sigs := make(chan os.Signal, 16)
-	pid, err := forkChild(pl, sigs)
+	pid, err := forkChild(pl)
 	if err != nil {
 		return fail(err)
 	}
@@ -159,9 +165,8 @@ func setUp(pl *Payload) error {
 }
 
 // forkChild hardens the init when asked and starts the child, in a process
-// group of its own, on the init's stdio. The signals to forward arrive on
-// sigs from just before the fork; until then they end the init.
-func forkChild(pl *Payload, sigs chan<- os.Signal) (int, error) {
+// group of its own, on the init's stdio.
+func forkChild(pl *Payload) (int, error) {
 	sys := &syscall.SysProcAttr{Setpgid: true}
 	if pl.Harden != nil {
 		// Locks this goroutine to its thread: the fork below must run on it.
@@ -173,7 +178,6 @@ func forkChild(pl *Payload, sigs chan<- os.Signal) (int, error) {
 	if pl.TTY {
 		TTYSysProcAttr(sys)
 	}
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	CloseOnExecFrom3()
 	return syscall.ForkExec(pl.Path, pl.Argv, &syscall.ProcAttr{
 		Env:   pl.Env,
