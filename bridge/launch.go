@@ -14,6 +14,7 @@ import (
 	"github.com/procwire/procwire/bridge/internal/initproc"
 	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
+	"golang.org/x/sys/unix"
 )
 
 // Start starts req in DefaultContainment; see Containment.Start.
@@ -171,9 +172,28 @@ func (l *launch) openStdio() (err error) {
 		if l.outR, l.outW, err = l.pipe(); err != nil {
 			return err
 		}
+		growPipe(l.outR, stdoutPipeSize)
 	}
 	l.errR, l.errW, err = l.pipe()
 	return err
+}
+
+// stdoutPipeSize is the capacity asked for the child's stdout pipe, in
+// place of the kernel's 64 KiB: a child writing fast then runs up to a
+// MiB ahead of the pump, which reads it in fewer, fuller reads with fewer
+// wake-ups of both (bulk stdout about a tenth faster here). The pipe's
+// pages are the kernel's, charged to the writer, the child, and only
+// while they hold unread bytes; a child whose window is full blocks once
+// the pipe is full too, as before.
+const stdoutPipeSize = 1 << 20
+
+// growPipe asks for a pipe of size bytes. A refusal (a user past
+// /proc/sys/fs/pipe-user-pages-soft without CAP_SYS_RESOURCE, a size past
+// pipe-max-size) keeps the pipe as it is.
+func growPipe(f *os.File, size int) {
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, size) })
+	}
 }
 
 // setAttr sets what the fork of the child needs: its group, user, stdio,

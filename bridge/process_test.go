@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
@@ -429,4 +431,21 @@ func TestStdoutExitSeesTheExitWithItsEOF(t *testing.T) {
 	st, ok := p.Exit()
 	require.True(t, ok)
 	require.Equal(t, exit, st)
+}
+
+// The child's stdout pipe holds a MiB (stdoutPipeSize), its stdin and
+// stderr pipes the kernel's default.
+func TestStdoutPipeIsAMiB(t *testing.T) {
+	p := start(t, shReq(t, `sleep 300`), nil)
+	size := func(f *os.File) int {
+		rc, err := f.SyscallConn()
+		require.NoError(t, err)
+		var n int
+		require.NoError(t, rc.Control(func(fd uintptr) { n, err = unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0) }))
+		require.NoError(t, err)
+		return n
+	}
+	require.Equal(t, stdoutPipeSize, size(p.stdoutR))
+	require.Equal(t, 64<<10, size(p.stderrR))
+	require.NoError(t, p.Destroy())
 }
