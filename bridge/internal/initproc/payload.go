@@ -115,12 +115,15 @@ func (e *enc) uint(v uint64) {
 
 func (e *enc) str(s string) { e.uint(uint64(len(s))); e.b = append(e.b, s...) }
 
-func (e *enc) strs(ss []string) {
-	e.uint(uint64(len(ss)))
-	for _, s := range ss {
-		e.str(s)
+// putList writes the count of items, then each with put.
+func putList[T any](e *enc, items []T, put func(T)) {
+	e.uint(uint64(len(items)))
+	for _, it := range items {
+		put(it)
 	}
 }
+
+func (e *enc) strs(ss []string) { putList(e, ss, e.str) }
 
 func (e *enc) flag(v bool) {
 	if v {
@@ -131,20 +134,14 @@ func (e *enc) flag(v bool) {
 }
 
 func (e *enc) rlimits(rs []Rlimit) {
-	e.uint(uint64(len(rs)))
-	for _, r := range rs {
+	putList(e, rs, func(r Rlimit) {
 		e.uint(uint64(r.Resource))
 		e.uint(r.Cur)
 		e.uint(r.Max)
-	}
+	})
 }
 
-func (e *enc) uints(vs []uint64) {
-	e.uint(uint64(len(vs)))
-	for _, v := range vs {
-		e.uint(v)
-	}
-}
+func (e *enc) uints(vs []uint64) { putList(e, vs, e.uint) }
 
 func (e *enc) harden(h *Harden) {
 	e.flag(h != nil)
@@ -222,17 +219,20 @@ func (d *dec) str() string {
 	return s
 }
 
-func (d *dec) strs() []string {
+// list reads a count, then that many items with item; nil for none.
+func list[T any](d *dec, item func() T) []T {
 	n := d.count()
 	if n == 0 {
 		return nil
 	}
-	ss := make([]string, n)
-	for i := range ss {
-		ss[i] = d.str()
+	items := make([]T, n)
+	for i := range items {
+		items[i] = item()
 	}
-	return ss
+	return items
 }
+
+func (d *dec) strs() []string { return list(d, d.str) }
 
 func (d *dec) flag() bool {
 	if len(d.b) == 0 {
@@ -258,28 +258,10 @@ func (d *dec) small() uint64 {
 }
 
 func (d *dec) rlimits() []Rlimit {
-	n := d.count()
-	if n == 0 {
-		return nil
-	}
-	rs := make([]Rlimit, n)
-	for i := range rs {
-		rs[i] = Rlimit{Resource: int(d.small()), Cur: d.uint(), Max: d.uint()}
-	}
-	return rs
+	return list(d, func() Rlimit { return Rlimit{Resource: int(d.small()), Cur: d.uint(), Max: d.uint()} })
 }
 
-func (d *dec) smalls() []uint64 {
-	n := d.count()
-	if n == 0 {
-		return nil
-	}
-	vs := make([]uint64, n)
-	for i := range vs {
-		vs[i] = d.small()
-	}
-	return vs
-}
+func (d *dec) smalls() []uint64 { return list(d, d.small) }
 
 func (d *dec) harden() *Harden {
 	if !d.flag() {
