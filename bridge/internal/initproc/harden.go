@@ -147,9 +147,9 @@ func (h *Harden) SysProcAttr(sys *syscall.SysProcAttr) {
 const (
 	capVersion3 = 0x20080522
 	capSetpcap  = 8
-	// CapLastKnown is the highest capability this package knows by name
+	// capLastKnown is the highest capability this package knows by name
 	// (CAP_CHECKPOINT_RESTORE), for a kernel that does not say its own.
-	CapLastKnown = 40
+	capLastKnown = 40
 )
 
 // caps is the version 3 capability sets of a thread.
@@ -192,5 +192,5 @@ func CapLast() uintptr {
 			return uintptr(n)
 		}
 	}
-	return CapLastKnown
+	return capLastKnown
 }
