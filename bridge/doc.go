@@ -41,7 +41,10 @@
 //     when the queue is drained after CloseStdin, or the pipe failed, or at
 //     Destroy. It moves stdinPipe between taking, full and broken.
 //   - pumpStdout owns the reads of the stdout pipe (or the terminal's
-//     master); it appends to the replay.Buffer and records its EOF, under mu.
+//     master); it reads straight into the replay.Buffer (room reserved and
+//     committed under mu, filled by one readv without it; the room is
+//     given back before it waits on an idle pipe) and records its EOF,
+//     under mu.
 //   - pumpStderr owns the reads of the stderr pipe; it writes the ring under
 //     errMu.
 //   - waitChild owns the pidfd and the init's status pipe: it publishes the

@@ -3,10 +3,11 @@
 package bridge
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/procwire/procwire/internal/chunk"
 	"github.com/procwire/procwire/proc"
@@ -81,26 +82,87 @@ func (r *pipeReader) readFd(fd uintptr) bool {
 // each time it finds the buffer full and is about to wait for room.
 var testHookStdoutBlocked func()
 
+// stdoutRead bounds one read of the child's stdout: a frame's worth
+// (frames.MaxData), so that a busy pipe (1 MiB, see growPipe) drains in few
+// system calls.
+const stdoutRead = 256 << 10
+
+// stdoutReader reads the child's stdout straight into the replay buffer: it
+// reserves room in the buffer under p.mu, reads into it with one readv
+// without the lock, and commits what it read. A read that finds the pipe
+// empty gives the room back before it waits, so a pump waiting on an idle
+// pipe holds no storage. Each read asks for one chunk more than the last
+// when that one filled all it asked for, and for one chunk again when it
+// did not: a trickle holds one chunk at a time, a flood reads stdoutRead at
+// once. One pump owns it; its method value is bound once.
+type stdoutReader struct {
+	p    *Process
+	rc   syscall.RawConn
+	iov  [][]byte
+	max  int // the most the next read asks for
+	n    int
+	full bool // the last read took all it asked for
+	err  error
+	read func(fd uintptr) bool // r.readFd
+}
+
+func (r *stdoutReader) readFd(fd uintptr) bool {
+	p := r.p
+	p.mu.Lock()
+	r.iov = p.out.Reserve(r.max, r.iov[:0])
+	p.mu.Unlock()
+	asked := 0
+	for _, v := range r.iov {
+		asked += len(v)
+	}
+	for {
+		r.n, r.err = unix.Readv(int(fd), r.iov)
+		if r.err != unix.EINTR {
+			break
+		}
+	}
+	clear(r.iov) // hold no view of storage the buffer may give back
+	p.mu.Lock()
+	p.out.Commit(max(r.n, 0))
+	p.mu.Unlock()
+	if r.err == unix.EAGAIN {
+		return false // not ready: wait on the poller, holding nothing
+	}
+	r.full = r.n == asked
+	if r.full {
+		r.max = min(r.max+ioChunk, stdoutRead)
+	} else {
+		r.max = ioChunk
+	}
+	return true
+}
+
+// next reads once, at most room bytes. The end of the pipe is io.EOF;
+// Destroy's Close ends the wait with an error.
+func (r *stdoutReader) next(room int) error {
+	r.max = min(r.max, room)
+	if err := r.rc.Read(r.read); err != nil {
+		return err
+	}
+	switch {
+	case r.err != nil:
+		return &os.PathError{Op: "readv", Path: r.p.stdoutR.Name(), Err: r.err}
+	case r.n == 0:
+		return io.EOF
+	}
+	return nil
+}
+
 // pumpStdout reads the child's stdout into the replay buffer, but only while
 // the buffer has room: with a full window the pipe fills and the child blocks.
 func (p *Process) pumpStdout() {
 	defer close(p.stdoutDone)
-	r, err := newPipeReader(p.stdoutR, func(b []byte, full bool) {
-		p.mu.Lock()
-		// Only this pump appends, and acks only add room, so all fits.
-		if m := p.out.Append(b); m != len(b) {
-			panic(fmt.Sprintf("bridge: stdout buffer took %d of %d bytes with %d room", m, len(b), p.out.Room()+m))
-		}
-		p.mu.Unlock()
-		if full {
-			p.changed(proc.ChangeOutput | proc.ChangeMoreOutput)
-		} else {
-			p.changed(proc.ChangeOutput)
-		}
-	})
+	rc, err := p.stdoutR.SyscallConn()
 	if err != nil {
 		return // only a nil *os.File has none
 	}
+	r := &stdoutReader{p: p, rc: rc, max: ioChunk}
+	r.read = r.readFd
 	for {
 		p.mu.Lock()
 		for p.out.Room() == 0 && p.destroy == destroyNone {
@@ -116,11 +178,16 @@ func (p *Process) pumpStdout() {
 		room := p.out.Room()
 		p.mu.Unlock()
 
-		err := r.next(min(ioChunk, room))
+		err := r.next(room)
 		if p.ttyEOF(err) {
 			err = io.EOF // no process holds the terminal's slave any more
 		}
-		if err == io.EOF {
+		switch {
+		case err == nil && r.full:
+			p.changed(proc.ChangeOutput | proc.ChangeMoreOutput)
+		case err == nil:
+			p.changed(proc.ChangeOutput)
+		case err == io.EOF:
 			p.mu.Lock()
 			stopped := p.destroy != destroyNone
 			if !stopped {

@@ -61,7 +61,11 @@
 //     (autoDestroy).
 //   - read loop (readLoop, one per connection): reading the socket, with
 //     the connection's link.Reader (its buffer and decoder). It hands each
-//     frame to the machine under Process.mu.
+//     frame to the machine under Process.mu. A stdout payload is decoded
+//     straight into the stdout queue: the loop reserves room at the
+//     queue's end under Process.mu (reserveStdout), decodes into it without
+//     the lock and commits it with the frame; only the loop produces into
+//     the queue, and readers only drain it, so the room stays put.
 //   - writer (writeLoop, one per connection): writing the frames the
 //     machine has to send, whenever woken, and the bytes a caller's write
 //     left pending in the coalescer. It writes holding Process.turn (a

@@ -437,7 +437,7 @@ func (m *machine) apply(f frames.Frame) (events, error) {
 		if err := m.outRecv.Receive(int64(len(f.Data))); err != nil {
 			return 0, protocolErrorf("stdout.data", "%w", err)
 		}
-		m.outBuf.push(f.Data)
+		m.outBuf.commit(f.Data) // no copy when decoded into its reservation
 		return evWake, nil
 	case *frames.StdoutEOF:
 		if f.Off != m.outReceived() {

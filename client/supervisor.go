@@ -112,6 +112,11 @@ func (p *Process) readLoop(ws *wsConn) error {
 	p.mu.Lock()
 	ws.rd.Dec.MaxData = p.m.maxData
 	p.mu.Unlock()
+	// Stdout is decoded straight into the queue the caller reads from: the
+	// room is reserved under the lock, filled without it (this loop is the
+	// queue's only producer, and a reservation stays in place until it
+	// produces again), and taken by the machine's commit.
+	ws.rd.Dec.Into = p.reserveStdout
 	for {
 		f, err := ws.read(context.Background())
 		p.mu.Lock()
@@ -121,6 +126,17 @@ func (p *Process) readLoop(ws *wsConn) error {
 			return err
 		}
 	}
+}
+
+// reserveStdout is the room for a stdout payload of n bytes at the end of
+// the stdout queue (see frames.Decoder.Into).
+func (p *Process) reserveStdout(t frames.Type, n int) []byte {
+	if t != frames.TypeStdout {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m.outBuf.reserve(n)
 }
 
 // receiveLocked hands a frame read from the attached connection to the

@@ -142,3 +142,58 @@ func TestReaderLimits(t *testing.T) {
 		t.Fatalf("after partial: %v", err)
 	}
 }
+
+// Into receives the payload of a canonical data frame of the types it
+// accepts; a frame in another form, a type it declines and a short buffer
+// all leave the payload in the Decoder's own buffer, with the same result.
+func TestDecoderInto(t *testing.T) {
+	into := make([]byte, 64)
+	var asked []frames.Type
+	d := frames.Decoder{Into: func(ty frames.Type, n int) []byte {
+		asked = append(asked, ty)
+		switch ty {
+		case frames.TypeStdout:
+			return into[:n]
+		case frames.TypeStdin:
+			return into[:n-1] // too short: ignored
+		}
+		return nil
+	}}
+	aliases := func(f frames.Frame) bool {
+		var data []byte
+		switch f := f.(type) {
+		case *frames.Stdout:
+			data = f.Data
+		case *frames.Stderr:
+			data = f.Data
+		case *frames.Stdin:
+			data = f.Data
+		}
+		return &data[0] == &into[0]
+	}
+	for _, c := range []struct {
+		line    string
+		aliases bool
+	}{
+		{`{"type":"stdout","off":7,"data":"aGVsbG8="}`, true},
+		{`{"type":"stderr","off":7,"data":"aGVsbG8="}`, false},
+		{`{"type":"stdin","off":7,"data":"aGVsbG8="}`, false},
+		{`{"off":7,"type":"stdout","data":"aGVsbG8="}`, false}, // not canonical
+	} {
+		clear(into)
+		f, err := d.Decode([]byte(c.line))
+		if err != nil {
+			t.Fatalf("%s: %v", c.line, err)
+		}
+		want, _ := frames.Decode([]byte(c.line))
+		if got, w := string(frames.Append(nil, f)), string(frames.Append(nil, want)); got != w {
+			t.Fatalf("%s: decoded as %s, want %s", c.line, got, w)
+		}
+		if aliases(f) != c.aliases {
+			t.Fatalf("%s: payload in Into's buffer: %v, want %v", c.line, aliases(f), c.aliases)
+		}
+	}
+	if len(asked) != 3 {
+		t.Fatalf("Into asked %d times (%v), want once per canonical frame", len(asked), asked)
+	}
+}

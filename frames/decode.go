@@ -27,6 +27,14 @@ type Decoder struct {
 	// MaxData. A block declaring more is refused (bad_payload) before any
 	// memory is allocated for it.
 	MaxData int
+	// Into, when set, is asked for the buffer the payload of a data frame
+	// of type t, at most n bytes, is decoded into in place of the
+	// Decoder's own; it returns a slice of length n, or nil to decline.
+	// Only a frame in the canonical form (the form every procwire peer
+	// writes) is decoded into it; the frame's Data is then a prefix of
+	// that slice, and the Decoder keeps no reference to it. A receiver
+	// can so decode a payload straight into the queue it is read from.
+	Into func(t Type, n int) []byte
 
 	fresh bool // allocate every frame and payload (package-level Decode)
 
@@ -95,15 +103,16 @@ func (d *Decoder) decodeLine(line []byte) (Frame, *DecodeError) {
 // Both paths give the same result for every line they both accept.
 func (d *Decoder) fast(b []byte) Frame {
 	var p string
+	var t Type
 	switch {
 	case len(b) < len(prefixStdout)+len(infixData)+6:
 		return nil
 	case string(b[:len(prefixStdout)]) == prefixStdout:
-		p = prefixStdout
+		p, t = prefixStdout, TypeStdout
 	case string(b[:len(prefixStderr)]) == prefixStderr:
-		p = prefixStderr
+		p, t = prefixStderr, TypeStderr
 	case string(b[:len(prefixStdin)]) == prefixStdin:
-		p = prefixStdin
+		p, t = prefixStdin, TypeStdin
 	default:
 		return nil
 	}
@@ -117,7 +126,7 @@ func (d *Decoder) fast(b []byte) Frame {
 		b[len(b)-2] != '"' || b[len(b)-1] != '}' {
 		return nil
 	}
-	data, ok := d.quickData(b[i+len(infixData) : len(b)-2])
+	data, ok := d.quickData(t, b[i+len(infixData):len(b)-2])
 	if !ok {
 		return nil
 	}
@@ -162,8 +171,9 @@ func canonicalInt(b []byte) (v int64, n int, ok bool) {
 
 // quickData decodes raw, the bytes between the quotes of a data string, if
 // it is padded strict base64 of 1..MaxData bytes without escapes. Otherwise
-// it reports false and the caller takes the slow, exact path.
-func (d *Decoder) quickData(raw []byte) ([]byte, bool) {
+// it reports false and the caller takes the slow, exact path. A payload of
+// a frame of type t goes into the buffer Into gives, if it gives one.
+func (d *Decoder) quickData(t Type, raw []byte) ([]byte, bool) {
 	n := len(raw)
 	if n == 0 || n%4 != 0 {
 		return nil, false
@@ -178,7 +188,13 @@ func (d *Decoder) quickData(raw []byte) ([]byte, bool) {
 	if want > MaxData {
 		return nil, false
 	}
-	buf := d.dataBuf(n / 4 * 3)
+	var buf []byte
+	if d.Into != nil && t != 0 && !d.fresh {
+		buf = d.Into(t, n/4*3)
+	}
+	if len(buf) < n/4*3 {
+		buf = d.dataBuf(n / 4 * 3)
+	}
 	m, ok := decodeBase64(buf, raw)
 	return buf[:m], ok
 }
@@ -582,7 +598,7 @@ func (d *Decoder) integer(path func() string) (int64, *DecodeError) {
 func (d *Decoder) dataValue(p *[]byte, path func() string) *DecodeError {
 	start := d.i + 1
 	if j := bytes.IndexByte(d.s[start:], '"'); j >= 0 {
-		if data, ok := d.quickData(d.s[start : start+j]); ok {
+		if data, ok := d.quickData(0, d.s[start:start+j]); ok {
 			*p = data
 			d.i = start + j + 1
 			return nil

@@ -24,6 +24,7 @@ type Buffer struct {
 	end      int64    // offset after the last appended byte
 	eof      int64    // where the stream ended, if hasEOF
 	hasEOF   bool
+	reserved int // bytes of storage after end handed out by Reserve
 }
 
 // New returns an empty Buffer holding at most capacity bytes. It allocates
@@ -61,31 +62,91 @@ func (b *Buffer) Room() int { return b.capacity - b.Len() }
 func (b *Buffer) Allocated() int { return len(b.chunks) * b.csize }
 
 // Append copies as much of p as fits, at most Room() bytes, at End() and
-// returns how many bytes it took. It panics after CloseEOF.
+// returns how many bytes it took. It voids a reservation (see Reserve). It
+// panics after CloseEOF.
 func (b *Buffer) Append(p []byte) int {
-	if b.hasEOF {
-		panic("replay: Append after CloseEOF")
-	}
-	p = p[:min(len(p), b.Room())]
-	if int64(len(p)) > math.MaxInt64-b.end {
-		panic("replay: stream offset overflows int64")
-	}
+	p = p[:b.fit(len(p))]
 	n := len(p)
-	if n > 0 && len(b.chunks) == 0 {
-		b.base = b.end - b.end%int64(b.csize)
-	}
-	cs := int64(b.csize)
+	b.reserved = 0
 	for len(p) > 0 {
-		rel := b.end - b.base
-		i := int(rel / cs)
-		if i == len(b.chunks) {
-			b.chunks = append(b.chunks, b.alloc())
-		}
-		c := copy(b.chunks[i][rel%cs:], p)
+		c := copy(b.tail(), p)
 		p = p[c:]
 		b.end += int64(c)
 	}
 	return n
+}
+
+// fit returns how many of n bytes may be appended now, after the checks
+// every append makes.
+func (b *Buffer) fit(n int) int {
+	if b.hasEOF {
+		panic("replay: Append after CloseEOF")
+	}
+	n = min(n, b.Room())
+	if int64(n) > math.MaxInt64-b.end {
+		panic("replay: stream offset overflows int64")
+	}
+	if n > 0 && len(b.chunks) == 0 {
+		b.base = b.end - b.end%int64(b.csize)
+	}
+	return n
+}
+
+// tail returns the storage from End() to the end of its chunk, taking a
+// chunk when End() starts a new one.
+func (b *Buffer) tail() []byte {
+	return b.storageAt(b.end)
+}
+
+// storageAt returns the storage from off to the end of its chunk, taking
+// chunks up to it as needed.
+func (b *Buffer) storageAt(off int64) []byte {
+	cs := int64(b.csize)
+	rel := off - b.base
+	i := int(rel / cs)
+	for i >= len(b.chunks) {
+		b.chunks = append(b.chunks, b.alloc())
+	}
+	return b.chunks[i][rel%cs:]
+}
+
+// Reserve hands out storage for up to max bytes at End(), at most Room(),
+// appended to iov one slice per chunk, so that a producer can fill it
+// without holding the Buffer's owner's lock (a pipe read straight into the
+// buffer) and then Commit what it filled. Until the Commit the Buffer keeps
+// that storage, even when an Ack empties it; nothing but the producer
+// writes it, and nothing reads it. One reservation at a time; Append voids
+// it. It panics after CloseEOF.
+func (b *Buffer) Reserve(max int, iov [][]byte) [][]byte {
+	n := b.fit(max)
+	b.reserved = n
+	for off := b.end; off < b.end+int64(n); {
+		t := b.storageAt(off)
+		t = t[:min(len(t), int(b.end+int64(n)-off))]
+		iov = append(iov, t)
+		off += int64(len(t))
+	}
+	return iov
+}
+
+// Commit appends the first n bytes of the storage the last Reserve handed
+// out, which the producer filled, and ends the reservation. It panics when
+// n is more than was reserved.
+func (b *Buffer) Commit(n int) {
+	if n < 0 || n > b.reserved {
+		panic("replay: Commit of more than was reserved")
+	}
+	b.end += int64(n)
+	b.reserved = 0
+	// Give back the storage reserved and left unfilled.
+	cs := int64(b.csize)
+	need := int((b.end - b.base + cs - 1) / cs)
+	for _, c := range b.chunks[need:] {
+		b.free(c)
+	}
+	clear(b.chunks[need:])
+	b.chunks = b.chunks[:need]
+	b.release()
 }
 
 // alloc takes a chunk of storage.
@@ -96,20 +157,25 @@ func (b *Buffer) alloc() []byte {
 	return make([]byte, b.csize)
 }
 
+// free gives back a chunk of storage.
+func (b *Buffer) free(c []byte) {
+	if b.csize == chunk.Size {
+		chunk.Put((*[chunk.Size]byte)(c))
+	}
+}
+
 // release gives back every chunk whose bytes are all acknowledged: all of
-// them when the Buffer is empty.
+// them when the Buffer is empty and holds no reservation.
 func (b *Buffer) release() {
 	k := len(b.chunks)
-	if b.start < b.end {
+	if b.start < b.end || b.reserved > 0 {
 		k = int((b.start - b.base) / int64(b.csize))
 	}
 	if k == 0 {
 		return
 	}
-	if b.csize == chunk.Size {
-		for _, c := range b.chunks[:k] {
-			chunk.Put((*[chunk.Size]byte)(c))
-		}
+	for _, c := range b.chunks[:k] {
+		b.free(c)
 	}
 	n := copy(b.chunks, b.chunks[k:])
 	clear(b.chunks[n:])

@@ -102,7 +102,34 @@ func runBuffer(t testing.TB, o ops) {
 	)
 	for len(o) > 0 {
 		switch o.byte() % 6 {
-		case 0: // append
+		case 0: // append, or reserve, fill and commit
+			if o.byte()&1 == 1 {
+				m, seed := o.num()%(len(scratch)+1), o.byte()
+				if eof >= 0 {
+					require.Panics(t, func() { b.Reserve(m, nil) })
+					continue
+				}
+				iov := b.Reserve(m, nil)
+				want, got := min(m, capacity-int(end()-start)), 0
+				for _, v := range iov {
+					got += len(v)
+				}
+				eq(t, "Reserve", got, want)
+				if o.byte()&1 == 1 {
+					// An ack while the producer fills the reservation.
+					off := start + int64(o.num())%(end()-start+1)
+					require.NoError(t, b.Ack(off))
+					start = off
+				}
+				p := fill(scratch, o.num()%(want+1), seed)
+				rest := p
+				for _, v := range iov {
+					rest = rest[copy(v, rest):]
+				}
+				b.Commit(len(p))
+				data = append(data, p...)
+				break
+			}
 			p := fill(scratch, o.num()%(len(scratch)+1), o.byte())
 			if eof >= 0 {
 				require.Panics(t, func() { b.Append(p) })
