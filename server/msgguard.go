@@ -42,6 +42,10 @@ type msgGuard struct {
 	start int64        // read when the message began
 }
 
+// WritesTo is the connection beneath: the guard watches reads only, so a
+// non-blocking write (conn.kick) may go straight to its socket.
+func (g *msgGuard) WritesTo() net.Conn { return g.Conn }
+
 func (g *msgGuard) Read(p []byte) (int, error) {
 	if lim := g.limit.Load(); lim > 0 && g.read.Load() > lim {
 		return 0, errTooManyFrames

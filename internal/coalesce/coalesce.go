@@ -38,6 +38,27 @@ type Coalescer struct {
 // took; an error is the socket's, never "would block".
 type tryWriter func(b []byte) (n int, err error)
 
+// WritesThrough is a net.Conn wrapper whose writes reach the connection
+// it returns unchanged and in order (one that watches reads, or counts):
+// a non-blocking write may go straight to that connection's socket. A
+// wrapper that transforms what is written (TLS) must not implement it.
+type WritesThrough interface {
+	net.Conn
+	WritesTo() net.Conn
+}
+
+// beneath returns the connection c's writes reach unchanged: c, or what
+// its WritesThrough wrappers wrap.
+func beneath(c net.Conn) net.Conn {
+	for {
+		w, ok := c.(WritesThrough)
+		if !ok {
+			return c
+		}
+		c = w.WritesTo()
+	}
+}
+
 // coalescedConn is a net.Conn whose writes go through its Coalescer.
 type coalescedConn struct {
 	net.Conn
@@ -49,7 +70,7 @@ func (co *Coalescer) Wrap(c net.Conn) net.Conn {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	co.conn = c
-	co.try = nonBlockingWriter(c)
+	co.try = nonBlockingWriter(beneath(c))
 	return &coalescedConn{Conn: c, co: co}
 }
 

@@ -93,3 +93,32 @@ func TestNoTryOnForeignConn(t *testing.T) {
 	require.False(t, co.CanTry())
 	require.False(t, (*Coalescer)(nil).CanTry())
 }
+
+// throughWrapper watches a connection and writes through it unchanged.
+type throughWrapper struct{ net.Conn }
+
+func (w throughWrapper) WritesTo() net.Conn { return w.Conn }
+
+// A wrapper that promises its writes reach the connection beneath
+// unchanged (the server's read guard) keeps the non-blocking write, on
+// the socket beneath, however deep it is nested.
+func TestTryBeneathWrappersThatWriteThrough(t *testing.T) {
+	c, peer := tcpPair(t)
+	co := &Coalescer{}
+	wc := co.Wrap(throughWrapper{throughWrapper{c}})
+	require.True(t, co.CanTry())
+	co.Hold()
+	_, err := wc.Write([]byte("through"))
+	require.NoError(t, err)
+	written, err := co.ReleaseNoWait()
+	require.NoError(t, err)
+	require.True(t, written)
+	got := make([]byte, 7)
+	_, err = io.ReadFull(peer, got)
+	require.NoError(t, err)
+	require.Equal(t, "through", string(got))
+
+	co2 := &Coalescer{}
+	co2.Wrap(throughWrapper{wrapped{c}}) // a foreign wrapper beneath
+	require.False(t, co2.CanTry())
+}

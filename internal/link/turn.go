@@ -147,6 +147,16 @@ func (t *Turn) Close() {
 	t.mu.Unlock()
 }
 
+// CallersWrite reports whether callers may write from their own
+// goroutines at all: the connection's socket takes non-blocking writes
+// (coalesce.Coalescer.CanTry), fixed at Init and Reset. When it does not,
+// the writer goroutine sends everything.
+func (t *Turn) CallersWrite() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.tryable
+}
+
 // State returns the state; only the holder of the turn may call it.
 func (t *Turn) State() State { return t.state }
 
