@@ -35,10 +35,18 @@ var errTooManyFrames = errors.New("message in too many frames")
 // payload delivered so far plus maxMessageHeaderBytes. Between messages
 // (limit 0) it reads freely: idleness is the heartbeat's business. Only
 // the connection's reading goroutine calls begin, allow and end.
+//
+// The deadline is set only when the open message needs a read of the
+// socket: a message that arrived whole with its header (every interactive
+// frame) is read from the buffer above and never sets one. Setting and
+// clearing a deadline per message costs two timer updates, and a timer
+// that becomes the earliest wakes the runtime's network poller.
 type msgGuard struct {
 	net.Conn
 	read  atomic.Int64 // bytes read from Conn
 	limit atomic.Int64 // read may not pass it; 0: no message open
+	due   atomic.Int64 // when the open message must end (Unix ns); 0: no bound
+	armed atomic.Bool  // the read deadline is set, to due
 	start int64        // read when the message began
 }
 
@@ -49,6 +57,10 @@ func (g *msgGuard) WritesTo() net.Conn { return g.Conn }
 func (g *msgGuard) Read(p []byte) (int, error) {
 	if lim := g.limit.Load(); lim > 0 && g.read.Load() > lim {
 		return 0, errTooManyFrames
+	}
+	if due := g.due.Load(); due != 0 && !g.armed.Load() {
+		g.armed.Store(true)
+		_ = g.Conn.SetReadDeadline(time.Unix(0, due))
 	}
 	n, err := g.Conn.Read(p)
 	g.read.Add(int64(n))
@@ -62,7 +74,7 @@ func (g *msgGuard) begin(timeout time.Duration) {
 	}
 	g.start = g.read.Load()
 	if timeout > 0 {
-		_ = g.Conn.SetReadDeadline(time.Now().Add(timeout))
+		g.due.Store(time.Now().Add(timeout).UnixNano())
 	}
 }
 
@@ -75,12 +87,14 @@ func (g *msgGuard) allow(delivered, room int) {
 }
 
 // end stops watching: the message was read.
-func (g *msgGuard) end(timeout time.Duration) {
+func (g *msgGuard) end() {
 	if g == nil {
 		return
 	}
 	g.limit.Store(0)
-	if timeout > 0 {
+	g.due.Store(0)
+	if g.armed.Load() {
+		g.armed.Store(false)
 		_ = g.Conn.SetReadDeadline(time.Time{})
 	}
 }
@@ -103,7 +117,7 @@ type readGuard struct{ c *conn }
 
 func (g readGuard) Begin()                    { g.c.guard.begin(g.c.srv.cfg.MessageTimeout) }
 func (g readGuard) Allow(delivered, room int) { g.c.guard.allow(delivered, room) }
-func (g readGuard) End()                      { g.c.guard.end(g.c.srv.cfg.MessageTimeout) }
+func (g readGuard) End()                      { g.c.guard.end() }
 func (g readGuard) Failure(err error) (link.Close, bool) {
 	return guardFailure(err, g.c.srv.cfg.MessageTimeout)
 }
