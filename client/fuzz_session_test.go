@@ -305,6 +305,22 @@ func (s *session) send(fr frames.Frame, violation string) {
 	if !s.attached || s.m.ended() {
 		return // the connection is gone; nothing reaches the machine
 	}
+	if f, ok := fr.(*frames.Stdout); ok && f.Enc == "" {
+		// As the read loop delivers it: decoded straight into room
+		// reserved at the end of the stdout queue (readLoop,
+		// reserveStdout), which the machine commits, or not.
+		dec := frames.Decoder{MaxLine: frames.MaxLine, Into: func(t frames.Type, n int) []byte {
+			if t != frames.TypeStdout {
+				return nil
+			}
+			return s.m.outBuf.reserve(n)
+		}}
+		d, err := dec.Decode(frames.Append(nil, f))
+		if err != nil {
+			s.t.Fatalf("a stdout frame does not decode: %v", err)
+		}
+		fr = d
+	}
 	s.m.receive(fr)
 	if s.m.ended() {
 		s.closeConn()

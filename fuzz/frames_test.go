@@ -140,6 +140,24 @@ func FuzzDataPaths(f *testing.F) {
 		if !sameResult(a, aerr, b, berr) {
 			t.Fatalf("fast and general paths disagree on %q: %v / %v (%+v / %+v)", line, aerr, berr, a, b)
 		}
+		// Decoding into a caller's buffer (Decoder.Into, as the client's
+		// stdout queue takes it) changes nothing to the result either, and
+		// never writes past the n bytes it asked for.
+		var into frames.Decoder
+		into.MaxLine = frames.MaxFirstLine
+		var given []byte
+		into.Into = func(_ frames.Type, n int) []byte {
+			given = make([]byte, n, n+8)
+			copy(given[n:cap(given)], "guarding")
+			return given
+		}
+		c, cerr := into.Decode(line)
+		if !sameResult(a, aerr, c, cerr) {
+			t.Fatalf("decoding into a given buffer disagrees on %q: %v / %v (%+v / %+v)", line, aerr, cerr, a, c)
+		}
+		if given != nil && string(given[len(given):cap(given)]) != "guarding" {
+			t.Fatalf("decoding %q wrote past the %d bytes it asked for", line, len(given))
+		}
 	})
 }
 
