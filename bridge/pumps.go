@@ -13,28 +13,27 @@ import (
 	"github.com/procwire/procwire/proc"
 )
 
-// ioChunk bounds one read from stdout or stderr and one write to stdin, so
-// that credit and output flow in steps the server can batch. It is the size
-// of the pooled chunk the read or write borrows.
+// ioChunk bounds one read from stderr and one write to stdin, so that
+// credit and output flow in steps the server can batch, and is the step by
+// which a stdout read grows. It is the size of the pooled chunk a read or
+// write borrows.
 const ioChunk = chunk.Size
 
-// pipeReader waits until a pipe is readable, then reads at most max (<=
-// ioChunk) bytes of it into a chunk borrowed from the pool only for that
-// read and passes them to use, with full set when the read took all it
-// asked for (more is likely waiting). A pump waiting on an idle pipe so
-// holds no buffer. One pump owns it; its method value is bound once, so a
-// read allocates nothing.
+// pipeReader waits until a pipe is readable, then reads at most ioChunk
+// bytes of it into a chunk borrowed from the pool only for that read and
+// passes them to use. A pump waiting on an idle pipe so holds no buffer.
+// One pump (stderr's) owns it; its method value is bound once, so a read
+// allocates nothing.
 type pipeReader struct {
 	f    *os.File
 	rc   syscall.RawConn
-	use  func(b []byte, full bool)
-	max  int
+	use  func(b []byte)
 	n    int
 	err  error
 	read func(fd uintptr) bool // r.readFd
 }
 
-func newPipeReader(f *os.File, use func(b []byte, full bool)) (*pipeReader, error) {
+func newPipeReader(f *os.File, use func(b []byte)) (*pipeReader, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil, err
@@ -46,8 +45,7 @@ func newPipeReader(f *os.File, use func(b []byte, full bool)) (*pipeReader, erro
 
 // next reads once. The end of the pipe is io.EOF; Destroy's Close ends the
 // wait with an error.
-func (r *pipeReader) next(max int) error {
-	r.max = max
+func (r *pipeReader) next() error {
 	if err := r.rc.Read(r.read); err != nil {
 		return err
 	}
@@ -64,7 +62,7 @@ func (r *pipeReader) readFd(fd uintptr) bool {
 	c := chunk.Get()
 	defer chunk.Put(c)
 	for {
-		r.n, r.err = syscall.Read(int(fd), c[:r.max])
+		r.n, r.err = syscall.Read(int(fd), c[:])
 		if r.err != syscall.EINTR {
 			break
 		}
@@ -73,7 +71,7 @@ func (r *pipeReader) readFd(fd uintptr) bool {
 		return false // not ready: wait on the poller
 	}
 	if r.n > 0 {
-		r.use(c[:r.n], r.n == r.max)
+		r.use(c[:r.n])
 	}
 	return true
 }
@@ -212,7 +210,7 @@ func (p *Process) pumpStdout() {
 // for the consumer, so stderr never blocks the child.
 func (p *Process) pumpStderr() {
 	defer close(p.stderrDone)
-	r, err := newPipeReader(p.stderrR, func(b []byte, full bool) {
+	r, err := newPipeReader(p.stderrR, func(b []byte) {
 		p.errMu.Lock()
 		_, _ = p.errRing.Write(b) // never fails: overwrites the oldest
 		p.errMu.Unlock()
@@ -221,7 +219,7 @@ func (p *Process) pumpStderr() {
 	if err != nil {
 		return // only a nil *os.File has none
 	}
-	for r.next(ioChunk) == nil {
+	for r.next() == nil {
 	}
 }
 
