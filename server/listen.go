@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +18,8 @@ var ErrPeerUID = errors.New("server: cannot tell the user a connection comes fro
 
 // PeerUIDListener returns a listener that accepts from ln only the
 // connections whose peer process runs as one of uids; any other is
-// closed at once, before a byte of it is read, and logged (at most once a
+// answered 403 once its request's head has arrived (none of it is
+// parsed), closed, and logged (at most once a
 // second, with the number refused meanwhile). It is how a server without a
 // token serves its own user only (PROTOCOL.md §1): on a Unix socket the
 // peer's uid is the kernel's SO_PEERCRED; on loopback TCP it is the owner
@@ -47,7 +49,9 @@ const maxRefusing = 16
 
 // peerRefusal is the answer to a connection from a user not served, so
 // that the client says why rather than retrying a lost connection. It is
-// written before the request is read: none of it is looked at.
+// written after the request's head has arrived: an HTTP client that gets
+// an answer before it has sent its request drops it as unsolicited (Go's
+// net/http does) and reports a lost connection instead.
 const peerRefusal = "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: 68\r\n\r\n" +
 	"a server without a token serves its own user only (PROTOCOL.md §1)\n"
 
@@ -73,6 +77,7 @@ func (l *peerUIDListener) refuse(c net.Conn) {
 		defer func() { <-l.refusing }()
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(time.Second))
+		awaitHead(c)
 		if _, err := io.WriteString(c, peerRefusal); err != nil {
 			return
 		}
@@ -84,6 +89,28 @@ func (l *peerUIDListener) refuse(c net.Conn) {
 		// destroy the answer.
 		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
 	}()
+}
+
+// maxRefusedHead bounds what is read of a refused request before it is
+// answered.
+const maxRefusedHead = 16 << 10
+
+// awaitHead reads from c until the blank line that ends an HTTP request's
+// head, maxRefusedHead bytes, an error or c's deadline, whichever comes
+// first. What it reads is not looked at otherwise.
+func awaitHead(c net.Conn) {
+	buf := make([]byte, 0, 4<<10)
+	for len(buf) < maxRefusedHead {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, len(buf))
+		}
+		n, err := c.Read(buf[len(buf):cap(buf)])
+		from := max(0, len(buf)-3)
+		buf = buf[:len(buf)+n]
+		if bytes.Contains(buf[from:], []byte("\r\n\r\n")) || err != nil {
+			return
+		}
+	}
 }
 
 // Accept returns the next connection from an allowed user.

@@ -89,6 +89,44 @@ func TestPeerUIDListener(t *testing.T) {
 	require.Equal(t, "HTTP/1.1 403 Forbidden", get(t, c))
 }
 
+// A refused connection is answered only once its request's head has
+// arrived: Go's net/http drops an answer that comes before its request
+// as unsolicited and reports a lost connection instead (a CI run of
+// cmd/procwire's TestTokenlessServerServesItsOwnUserOnly saw it). On a
+// net.Pipe each write waits for the other end to read it, so an answer
+// written first would leave the head unread until the answer's deadline.
+func TestPeerRefusalWaitsForTheRequestHead(t *testing.T) {
+	l := PeerUIDListener(nil, nil, nil).(*peerUIDListener)
+	srv, cli := net.Pipe()
+	defer cli.Close()
+	l.refuse(srv)
+	require.NoError(t, cli.SetDeadline(time.Now().Add(10*time.Second)))
+	for _, part := range []string{"GET / HTTP/1.1\r\n", "Host: localhost\r\n", "Upgrade: websocket\r\n", "\r\n"} {
+		_, err := io.WriteString(cli, part)
+		require.NoError(t, err, "the answer came before the request's head")
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(cli), nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	require.NoError(t, err)
+	require.Contains(t, string(body), "serves its own user only")
+	cli.Close()
+	l.wg.Wait()
+
+	// And net/http's own client sees the 403 every time.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	serveListener(t, PeerUIDListener(ln, []uint32{uint32(os.Geteuid()) + 1}, nil), nil)
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	for range 50 {
+		resp, err := hc.Get("http://" + ln.Addr().String() + "/")
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	}
+}
+
 // ConnLimiter closes the connection idle the longest to make room for a
 // new one, and counts none once upgraded or closed.
 func TestConnLimiterEvictsTheLongestIdle(t *testing.T) {
