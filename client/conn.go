@@ -19,8 +19,15 @@ type wsConn struct {
 	ws     *websocket.Conn
 	co     *coalesce.Coalescer // batches a message's writes; nil: not ours to batch
 	cancel context.CancelFunc  // ends the context the connection was dialled with
-	rd     link.Reader         // used by the one reader
+	rd     link.Reader         // used by whoever reads (reader)
 	wbuf   []byte              // used by the holder of Process.turn
+
+	// Who reads the connection: its read loop or a blocked Read (see
+	// lend.go). Guarded by Process.mu.
+	reader   readerState
+	rerr     error         // what ended a lender's read (reader failed)
+	uses     uint64        // frames lenders read, for the idle check
+	loopWake chan struct{} // wakes the loop from its idle wait
 }
 
 // dial opens a connection to the server. ctx bounds the handshake only.

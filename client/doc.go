@@ -62,10 +62,15 @@
 //   - read loop (readLoop, one per connection): reading the socket, with
 //     the connection's link.Reader (its buffer and decoder). It hands each
 //     frame to the machine under Process.mu. A stdout payload is decoded
-//     straight into the stdout queue: the loop reserves room at the
+//     straight into the stdout queue: the reader reserves room at the
 //     queue's end under Process.mu (reserveStdout), decodes into it without
-//     the lock and commits it with the frame; only the loop produces into
-//     the queue, and readers only drain it, so the room stays put.
+//     the lock and commits it with the frame; only the reader produces into
+//     the queue, and Reads only drain it, so the room stays put. While a
+//     blocked Read without a deadline reads the socket itself (the lending
+//     read, lend.go: one hand-off between goroutines less per message),
+//     the loop steps aside; the connection's reader state, under
+//     Process.mu, says who reads it, and the loop takes it back when
+//     another call waits, for a ping, or when it sat unread for a while.
 //   - writer (writeLoop, one per connection): writing the frames the
 //     machine has to send, whenever woken, and the bytes a caller's write
 //     left pending in the coalescer. It writes holding Process.turn (a

@@ -1,5 +1,7 @@
 package client
 
+import "time"
+
 // SetBlockedHook sets a function called, with p's lock held, whenever a
 // call of p is about to block: a read or Wait waiting for news, a write
 // finding no credit, Signal and Destroy waiting for their answers.
@@ -47,3 +49,19 @@ func Ended(p *Process) <-chan struct{} { return p.done }
 
 // ProcessOf returns the process of s.
 func ProcessOf(s *Stream) *Process { return s.p }
+
+// LentReads returns how many frames p's Reads read themselves (the
+// lending read).
+func LentReads(p *Process) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lentReads
+}
+
+// SetLendIdle sets how long p's read loop leaves a lent socket unread
+// before it takes it back, at first.
+func SetLendIdle(p *Process, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lendIdle = d
+}

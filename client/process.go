@@ -69,7 +69,14 @@ type Process struct {
 	m       *machine
 	out     outFrames     // frames being encoded (machine.next)
 	changed chan struct{} // closed on every change a blocked call may wait for; nil when nobody waits
-	tried   chan struct{} // closed when a destroy attempt fails (evTried), then replaced
+	// The lending read (lend.go): the connection the read loop serves,
+	// the Read that reads it itself, the calls waiting for other news.
+	rconn     *wsConn
+	lender    *Stream
+	waiters   int
+	lendIdle  time.Duration // lendIdle, or what a test set
+	lentReads uint64        // frames lenders read, for tests
+	tried     chan struct{} // closed when a destroy attempt fails (evTried), then replaced
 
 	testHookBlocked func() // called when a call is about to block
 	testHookFrame   func() // called after each frame of a session was handled
@@ -136,6 +143,7 @@ func newProcess(url, instanceID string, o Options) *Process {
 		destroyDone:  make(chan struct{}),
 		destroyToken: make(chan struct{}, 1),
 		redial:       make(chan struct{}, 1),
+		lendIdle:     lendIdle,
 	}
 	p.life, p.stopLife = context.WithCancel(context.Background())
 	// The writer holds each message and writes it in one write to the
@@ -388,8 +396,17 @@ func (p *Process) Destroy(ctx context.Context) error {
 	case p.redial <- struct{}{}:
 	default:
 	}
+	// Somebody reads the answer: a lender's Read returning meanwhile gives
+	// the socket back to the loop (lend.go).
+	p.waiters++
+	p.needReaderLocked()
 	p.blockingLocked()
 	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.waiters--
+		p.mu.Unlock()
+	}()
 
 	select {
 	case <-p.destroyDone:
@@ -516,8 +533,18 @@ func isClosed(ch chan struct{}) bool {
 }
 
 // waitLocked waits, with mu released, until the state changes or ctx
-// ends.
+// ends, with somebody reading the connection meanwhile.
 func (p *Process) waitLocked(ctx context.Context) error {
+	p.waiters++
+	p.needReaderLocked()
+	err := p.waitChangeLocked(ctx)
+	p.waiters--
+	return err
+}
+
+// waitChangeLocked waits, with mu released, until the state changes or
+// ctx ends.
+func (p *Process) waitChangeLocked(ctx context.Context) error {
 	if p.changed == nil {
 		p.changed = make(chan struct{})
 	}

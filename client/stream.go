@@ -21,7 +21,13 @@ type Stream struct {
 
 var _ io.Reader = (*Stream)(nil)
 
-// Read reads like ReadContext without a deadline.
+// Read reads like ReadContext without a deadline. While nothing else of
+// the handle waits, a blocked Read reads the connection itself instead of
+// waiting for the handle's read loop to hand it the data: one thread
+// wake-up less per message, the latency of a request/response exchange.
+// Such a Read, blocked when Destroy is called, returns ErrDestroyed once
+// the next frame or the connection's end reaches it (the destroy's answer,
+// or Destroy's bound), not at the call.
 func (s *Stream) Read(b []byte) (int, error) {
 	return s.ReadContext(context.Background(), b)
 }
@@ -40,10 +46,21 @@ func (s *Stream) ReadContext(ctx context.Context, b []byte) (int, error) {
 		n, err, ev, ok := p.m.read(s.stderr, b)
 		if ok {
 			p.applyLocked(ev)
+			p.leaveReadLocked(s)
 			return n, err
 		}
-		if err := p.waitLocked(ctx); err != nil {
-			return 0, fmt.Errorf("procwire: read: %w", err)
+		if p.borrowLocked(ctx, s) {
+			continue
+		}
+		var werr error
+		if p.lender == s {
+			werr = p.waitChangeLocked(ctx) // for the socket, which the loop hands over
+		} else {
+			werr = p.waitLocked(ctx)
+		}
+		if werr != nil {
+			p.leaveReadLocked(s)
+			return 0, fmt.Errorf("procwire: read: %w", werr)
 		}
 	}
 }

@@ -78,7 +78,7 @@ func (p *Process) serve(ws *wsConn) error {
 	defer p.attach(nil)
 	n := 2
 	errc := make(chan error, 3)
-	go func() { errc <- p.readLoop(ws) }()
+	go func() { errc <- p.readLoop(ctx, ws) }()
 	go func() { errc <- p.writeLoop(ctx) }()
 	if p.m.heartbeat > 0 {
 		n++
@@ -105,25 +105,48 @@ func (p *Process) serve(ws *wsConn) error {
 
 // readLoop hands the frames of ws to the machine. serve ends it by closing
 // the connection, so reads take no context (one with a Done channel would
-// cost an allocation per frame).
-func (p *Process) readLoop(ws *wsConn) error {
+// cost an allocation per frame). While a blocked Read reads the socket
+// itself (lend.go) the loop steps aside, until it gets the socket back;
+// it returns once no Read is inside a read of ws, so that no frame of ws
+// is handled after serve returned.
+func (p *Process) readLoop(ctx context.Context, ws *wsConn) (err error) {
 	// A compressed payload is refused (bad_payload) when its block declares
 	// more than the announced max_data, before anything is allocated.
+	// Stdout is decoded straight into the queue the caller reads from: the
+	// room is reserved under the lock, filled without it (whoever reads the
+	// socket is the queue's only producer, and a reservation stays in place
+	// until it produces again), and taken by the machine's commit.
 	p.mu.Lock()
 	ws.rd.Dec.MaxData = p.m.maxData
-	p.mu.Unlock()
-	// Stdout is decoded straight into the queue the caller reads from: the
-	// room is reserved under the lock, filled without it (this loop is the
-	// queue's only producer, and a reservation stays in place until it
-	// produces again), and taken by the machine's commit.
 	ws.rd.Dec.Into = p.reserveStdout
+	ws.loopWake = make(chan struct{}, 1)
+	p.rconn = ws
+	var idle *time.Timer
+	var period time.Duration
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+		p.mu.Lock()
+		p.endReadsLocked(ws)
+		p.mu.Unlock()
+	}()
 	for {
+		if stop, err := p.lendingLocked(ctx, ws, &idle, &period); stop {
+			p.mu.Unlock()
+			return err
+		}
+		p.mu.Unlock()
 		f, err := ws.read(context.Background())
 		p.mu.Lock()
-		err = p.receiveLocked(f, err)
-		p.mu.Unlock()
-		if err != nil {
+		if err = p.receiveLocked(f, err); err != nil {
+			p.mu.Unlock()
 			return err
+		}
+		if p.lender != nil && p.waiters == 0 {
+			// A Read waits and nothing else does: it reads from now on.
+			ws.reader = lent
+			p.broadcastLocked()
 		}
 	}
 }
@@ -235,8 +258,16 @@ func (p *Process) flush(ctx context.Context) {
 }
 
 // pingLoop checks that the server answers pings within the heartbeat.
+// The pong is read by whoever reads the connection: the loop takes the
+// socket back from a lender that is not reading first.
 func (p *Process) pingLoop(ctx context.Context, w *wsConn, every time.Duration) error {
-	if err := link.Heartbeat(ctx, every, w.ws.Ping); err != nil {
+	ping := func(ctx context.Context) error {
+		p.mu.Lock()
+		p.needReaderLocked()
+		p.mu.Unlock()
+		return w.ws.Ping(ctx)
+	}
+	if err := link.Heartbeat(ctx, every, ping); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	return nil

@@ -1,0 +1,223 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/client"
+	"github.com/procwire/procwire/server"
+)
+
+// A blocked Read with no deadline reads the connection itself (the read
+// loop lends it the socket): request/response through cat, byte-exact,
+// with the frames read by the caller's goroutine.
+func TestReadLendsTheSocket(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+	p := open(t, e.url, req("cat"), nil)
+	for i := range 200 {
+		line := fmt.Sprintf("line %d %s\n", i, strings.Repeat("x", i))
+		_, err := p.Stdin().Write([]byte(line))
+		require.NoError(t, err)
+		require.Equal(t, line, readLine(t, c, p.Stdout()))
+	}
+	require.Greater(t, client.LentReads(p), uint64(100), "most answers read by the caller")
+	require.NoError(t, p.Stdin().Close())
+	require.Equal(t, "", readAll(t, c, p.Stdout()))
+	st, err := p.Wait(c)
+	require.NoError(t, err)
+	require.True(t, st.Success(), "%v", st)
+}
+
+// After a lender's Read returned, the socket stays lent for a while; a
+// call that waits for something the lender would not read for (Wait, a
+// Signal's answer, Destroy's) takes it back at once. The idle bound is
+// set far beyond the test's so that only that can make these pass.
+func TestWaitingCallsTakeTheSocketBack(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+	lend := func(p *client.Process) {
+		t.Helper()
+		client.SetLendIdle(p, time.Hour)
+		lendSocket(t, c, p)
+	}
+
+	t.Run("wait", func(t *testing.T) {
+		p := open(t, e.url, req("cat"), nil)
+		lend(p)
+		require.NoError(t, p.Stdin().Close())
+		st, err := p.Wait(c)
+		require.NoError(t, err)
+		require.True(t, st.Success(), "%v", st)
+	})
+	t.Run("signal", func(t *testing.T) {
+		p := open(t, e.url, req("cat"), nil)
+		lend(p)
+		delivered, err := p.Signal(c, "SIGTERM")
+		require.NoError(t, err)
+		require.True(t, delivered)
+	})
+	t.Run("destroy", func(t *testing.T) {
+		p := open(t, e.url, req("cat"), nil)
+		lend(p)
+		require.NoError(t, p.Destroy(c))
+	})
+	t.Run("read with a deadline", func(t *testing.T) {
+		p := open(t, e.url, req("cat"), nil)
+		lend(p)
+		_, err := p.Stdin().Write([]byte("again\n"))
+		require.NoError(t, err)
+		b := make([]byte, 6)
+		_, err = io.ReadFull(readerFunc(func(b []byte) (int, error) { return p.Stdout().ReadContext(c, b) }), b)
+		require.NoError(t, err)
+		require.Equal(t, "again\n", string(b))
+	})
+}
+
+// A read with a deadline never lends: ending it early would close the
+// connection. It returns at its deadline, and the connection goes on.
+func TestReadWithADeadlineDoesNotLend(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+	p := open(t, e.url, req("cat"), nil)
+	client.SetLendIdle(p, time.Hour)
+	lendSocket(t, c, p)
+	received := p.Stdout().Received()
+	for range 3 {
+		dc, cancel := context.WithTimeout(c, 20*time.Millisecond)
+		_, err := p.Stdout().ReadContext(dc, make([]byte, 1))
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+	_, err := p.Stdin().Write([]byte("b\n"))
+	require.NoError(t, err)
+	require.Equal(t, "b\n", readLine(t, c, p.Stdout()))
+	require.Equal(t, received+2, p.Stdout().Received())
+}
+
+// Output that arrives while the lender is away is read by the loop once
+// the socket sat unread for the idle bound, with no call waiting.
+func TestIdleSocketGoesBackToTheLoop(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+	p := open(t, e.url, req("cat"), nil)
+	client.SetLendIdle(p, 5*time.Millisecond)
+	lendSocket(t, c, p)
+	lent, received := client.LentReads(p), p.Stdout().Received()
+	_, err := p.Stdin().Write([]byte("b\n"))
+	require.NoError(t, err)
+	// Well within the heartbeat, whose failing ping would reconnect.
+	bc, cancel := context.WithTimeout(c, 2*time.Second)
+	defer cancel()
+	eventually(t, bc, "the loop to receive b", func() bool { return p.Stdout().Received() == received+2 })
+	require.Equal(t, lent, client.LentReads(p), "received by the loop")
+}
+
+// The pattern of procwire exec: stdout and stderr read by two goroutines
+// and Wait by a third, all without deadlines, on a process writing both
+// streams in turn; every byte arrives in order and the exit settles.
+func TestLendingWithConcurrentReaders(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+	const n = 300
+	p := open(t, e.url, sh(fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo out$i; echo err$i >&2; read x; i=$((i+1)); done`, n)), nil)
+	var out, errb bytes.Buffer
+	var wg sync.WaitGroup
+	wg.Go(func() { out.WriteString(readAll(t, c, p.Stdout())) })
+	wg.Go(func() { errb.WriteString(readAll(t, c, p.Stderr())) })
+	var st client.ExitStatus
+	var werr error
+	wg.Go(func() { st, werr = p.Wait(c) })
+	for range n {
+		_, err := p.Stdin().Write([]byte("\n"))
+		require.NoError(t, err)
+	}
+	wg.Wait()
+	require.NoError(t, werr)
+	require.True(t, st.Success(), "%v", st)
+	var wantOut, wantErr strings.Builder
+	for i := range n {
+		fmt.Fprintf(&wantOut, "out%d\n", i)
+		fmt.Fprintf(&wantErr, "err%d\n", i)
+	}
+	require.Equal(t, wantOut.String(), out.String())
+	require.Equal(t, wantErr.String(), errb.String())
+}
+
+// A Read blocked inside a read of the lent socket returns the handle's
+// end: on Destroy once the destroy's answer comes, on Detach at once, and
+// on a Destroy that gets no answer (the link drops the server's replies)
+// once Destroy gives up, with Destroy.
+func TestLenderUnblocks(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+	for _, end := range []string{"destroy", "detach", "destroy unanswered"} {
+		t.Run(end, func(t *testing.T) {
+			opts := fastOpts()
+			opts.DestroyTimeout = 500 * time.Millisecond
+			p := open(t, e.purl, req("cat"), opts)
+			client.SetLendIdle(p, time.Hour)
+			lendSocket(t, c, p)
+			lent := client.LentReads(p)
+			blocked := blockedHook(p)
+			errc := make(chan error, 1)
+			go func() {
+				_, err := p.Stdout().Read(make([]byte, 1))
+				errc <- err
+			}()
+			await(t, c, blocked, "the read to block")
+			switch end {
+			case "destroy":
+				require.NoError(t, p.Destroy(c))
+			case "detach":
+				p.Detach()
+			default:
+				e.proxy.DropReplies(true)
+				require.ErrorIs(t, p.Destroy(c), context.DeadlineExceeded)
+			}
+			select {
+			case err := <-errc:
+				want := client.ErrDestroyed
+				if end == "detach" {
+					want = client.ErrDetached
+				}
+				require.ErrorIs(t, err, want)
+			case <-c.Done():
+				t.Fatal("the read did not return")
+			}
+			require.Greater(t, client.LentReads(p), lent, "the blocked Read read the socket itself")
+			e.proxy.DropReplies(false)
+			if end != "destroy" {
+				e.proxy.CutAll()
+				_ = p.Destroy(c) // the detached or unsettled process goes
+			}
+		})
+	}
+}
+
+// lendSocket makes round trips through p (cat) until its Read has read
+// frames itself: the first read lends the socket once the loop's read in
+// course ended, and the ones after it read themselves.
+func lendSocket(t *testing.T, c context.Context, p *client.Process) {
+	t.Helper()
+	// An answer already there when Read is called lends nothing: a
+	// loaded machine may take a few rounds.
+	for i := 0; i < 3 || client.LentReads(p) == 0 && i < 100; i++ {
+		_, err := p.Stdin().Write([]byte("hi\n"))
+		require.NoError(t, err)
+		require.Equal(t, "hi\n", readLine(t, c, p.Stdout()))
+	}
+	require.NotZero(t, client.LentReads(p))
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
