@@ -221,3 +221,52 @@ func lendSocket(t *testing.T, c context.Context, p *client.Process) {
 type readerFunc func([]byte) (int, error)
 
 func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
+
+// A lent socket that nobody reads is taken back in time for the
+// heartbeat: the pongs and the server's pings are read, and the
+// connection lives through many heartbeats with no Read under way.
+func TestLentSocketLivesThroughHeartbeats(t *testing.T) {
+	e := newEnv(t, server.Config{Heartbeat: 50 * time.Millisecond})
+	c := ctx(t)
+	p := open(t, e.purl, req("cat"), nil)
+	client.SetLendIdle(p, time.Hour)
+	lendSocket(t, c, p)
+	from := e.proxy.Forwarded()
+	// Some 15 pings and pongs each way at the least.
+	eventually(t, c, "heartbeats to pass", func() bool { return e.proxy.Forwarded() > from+400 })
+	require.Equal(t, 1, e.proxy.Accepted(), "the connection was lost meanwhile")
+	_, err := p.Stdin().Write([]byte("after\n"))
+	require.NoError(t, err)
+	require.Equal(t, "after\n", readLine(t, c, p.Stdout()))
+	require.Equal(t, 1, e.proxy.Accepted())
+}
+
+// Cuts at every few hundred bytes while Reads read the socket themselves:
+// a lender's read fails with the connection, the handle resumes on the
+// next one, and the request/response goes on byte-exact, lending again.
+func TestLendingAcrossCuts(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+	p := open(t, e.purl, req("cat"), fastOpts())
+	lendSocket(t, c, p)
+	const cuts = 8
+	var at []int64
+	for i := range int64(cuts) {
+		at = append(at, 700*(i+1)+37*i)
+	}
+	e.proxy.CutAt(at...)
+	lent := client.LentReads(p)
+	for i := 0; e.proxy.Cuts() < cuts || i < 200; i++ {
+		require.Less(t, i, 5000, "the cuts did not all come")
+		line := fmt.Sprintf("line %d %s\n", i, strings.Repeat("y", i%50))
+		_, err := p.Stdin().Write([]byte(line))
+		require.NoError(t, err)
+		require.Equal(t, line, readLine(t, c, p.Stdout()))
+	}
+	require.Greater(t, e.proxy.Accepted(), cuts)
+	require.Greater(t, client.LentReads(p), lent+100, "the answers were read by the callers")
+	require.NoError(t, p.Stdin().Close())
+	st, err := p.Wait(c)
+	require.NoError(t, err)
+	require.True(t, st.Success(), "%v", st)
+}
