@@ -3,6 +3,7 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -153,14 +154,16 @@ func TestLendingWithConcurrentReaders(t *testing.T) {
 }
 
 // A Read blocked inside a read of the lent socket returns the handle's
-// end: on Destroy once the destroy's answer comes, on Detach at once, and
-// on a Destroy that gets no answer (the link drops the server's replies)
-// once Destroy gives up, with Destroy.
+// end: on Destroy once the destroy's answer comes, on Detach at once, on a
+// Destroy that gets no answer (the link drops the server's replies) once
+// Destroy gives up, on the server's shutdown, and when the connection is
+// lost for longer than the grace.
 func TestLenderUnblocks(t *testing.T) {
-	e := newEnv(t, server.Config{})
-	c := ctx(t)
-	for _, end := range []string{"destroy", "detach", "destroy unanswered"} {
+	for _, end := range []string{"destroy", "detach", "destroy unanswered", "shutdown", "grace"} {
 		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, server.Config{Grace: 500 * time.Millisecond})
+			c := ctx(t)
 			opts := fastOpts()
 			opts.DestroyTimeout = 500 * time.Millisecond
 			p := open(t, e.purl, req("cat"), opts)
@@ -179,23 +182,37 @@ func TestLenderUnblocks(t *testing.T) {
 				require.NoError(t, p.Destroy(c))
 			case "detach":
 				p.Detach()
-			default:
+			case "destroy unanswered":
 				e.proxy.DropReplies(true)
 				require.ErrorIs(t, p.Destroy(c), context.DeadlineExceeded)
+			case "shutdown":
+				require.NoError(t, e.srv.Shutdown(c))
+			case "grace":
+				e.proxy.Refuse(true)
+				e.proxy.CutAll()
 			}
+			var err error
 			select {
-			case err := <-errc:
-				want := client.ErrDestroyed
-				if end == "detach" {
-					want = client.ErrDetached
-				}
-				require.ErrorIs(t, err, want)
+			case err = <-errc:
 			case <-c.Done():
 				t.Fatal("the read did not return")
 			}
+			switch end {
+			case "detach":
+				require.ErrorIs(t, err, client.ErrDetached)
+			case "grace":
+				require.ErrorIs(t, err, client.ErrConnectionLost)
+			case "shutdown":
+				if !errors.Is(err, io.EOF) { // cat's stdout may end before destroyed comes
+					require.ErrorIs(t, err, client.ErrDestroyed)
+				}
+			default:
+				require.ErrorIs(t, err, client.ErrDestroyed)
+			}
 			require.Greater(t, client.LentReads(p), lent, "the blocked Read read the socket itself")
 			e.proxy.DropReplies(false)
-			if end != "destroy" {
+			e.proxy.Refuse(false)
+			if end == "detach" || end == "destroy unanswered" {
 				e.proxy.CutAll()
 				_ = p.Destroy(c) // the detached or unsettled process goes
 			}
