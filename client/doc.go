@@ -89,7 +89,10 @@
 // Lock order: Process.turn, then Process.mu (the holder of the turn takes
 // mu, briefly, for each message it encodes; a caller takes the turn with
 // TryLock only, never holding mu). The coalescer's lock nests inside the
-// turn. The machine is guarded by mu; the attached connection
+// turn. Who reads the socket (the loop or a lending Read) is the
+// connection's reader state under mu, and is changed only with mu held; a
+// lending Read, like the loop, reads with mu released, and the loop
+// returns only once no Read is inside a read of its connection. The machine is guarded by mu; the attached connection
 // (Process.cur) and its write buffer by the turn. No lock is held across a
 // read of the socket; a write is made holding the turn only.
 package client
