@@ -112,7 +112,16 @@ func TestUnblock(t *testing.T) {
 		for _, cl := range calls {
 			t.Run(cs.name+"/"+cl.name, func(t *testing.T) {
 				t.Parallel()
-				e := newEnv(t, server.Config{Grace: 500 * time.Millisecond})
+				// The grace and shutdown causes wait for the grace to run
+				// out; the others end with a Destroy that may have to
+				// reconnect (after the cut below), which a loaded machine
+				// may not do within so short a grace (a CI run: "process
+				// expired" after the destroy cause).
+				grace := 500 * time.Millisecond
+				if cs.name == "cancel" || cs.name == "destroy" {
+					grace = 10 * time.Second
+				}
+				e := newEnv(t, server.Config{Grace: grace})
 				c := ctx(t)
 				opts := fastOpts()
 				opts.StdinWindow = 1024
