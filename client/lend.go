@@ -126,41 +126,53 @@ func wakeLoop(ws *wsConn) {
 	}
 }
 
+// idleCheck is the read loop's look at a lent socket: a timer, and the
+// period it runs for, which lengthens while the socket is read.
+type idleCheck struct {
+	t      *time.Timer
+	period time.Duration
+}
+
+func (c *idleCheck) stop() {
+	if c.t != nil {
+		c.t.Stop()
+	}
+}
+
 // lendingLocked waits, with p.mu released, while ws is lent, and returns
-// once the loop should read it again (nil) or return: rerr when a
-// borrower failed, nil with stop true when ctx ended. period is the idle
-// period, which it lengthens while the socket is read.
-func (p *Process) lendingLocked(ctx context.Context, ws *wsConn, idle **time.Timer, period *time.Duration) (stop bool, err error) {
+// once the loop should read it again (stop false) or return (stop true):
+// with rerr when a borrower failed, nil when ctx ended.
+func (p *Process) lendingLocked(ctx context.Context, ws *wsConn, idle *idleCheck) (stop bool, err error) {
 	base, most := p.lendIdle, 16*p.lendIdle
 	if hb := p.m.heartbeat; hb > 0 {
 		// Server pings must be answered within the heartbeat.
 		base, most = min(base, hb/4), min(most, hb/4)
 	}
 	for ws.reader == lent || ws.reader == borrowed {
-		*period = max(*period, base)
-		if *idle == nil {
-			*idle = time.NewTimer(*period)
+		idle.period = max(idle.period, base)
+		if idle.t == nil {
+			idle.t = time.NewTimer(idle.period)
 		} else {
-			(*idle).Reset(*period)
+			idle.t.Reset(idle.period)
 		}
 		uses := ws.uses
 		p.mu.Unlock()
 		select {
 		case <-ws.loopWake:
 			p.mu.Lock()
-		case <-(*idle).C:
+		case <-idle.t.C:
 			p.mu.Lock()
 			if ws.reader == lent && p.lender == nil && ws.uses == uses {
 				ws.reader = loopReads // unread for a period: take it back
 			} else {
-				*period = min(2**period, most)
+				idle.period = min(2*idle.period, most)
 			}
 		case <-ctx.Done():
 			p.mu.Lock()
 			return true, nil
 		}
 	}
-	*period = 0
+	idle.period = 0
 	if ws.reader == failed {
 		return true, ws.rerr
 	}

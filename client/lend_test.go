@@ -1,13 +1,11 @@
 package client_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -120,37 +118,6 @@ func TestIdleSocketGoesBackToTheLoop(t *testing.T) {
 	defer cancel()
 	eventually(t, bc, "the loop to receive b", func() bool { return p.Stdout().Received() == received+2 })
 	require.Equal(t, lent, client.LentReads(p), "received by the loop")
-}
-
-// The pattern of procwire exec: stdout and stderr read by two goroutines
-// and Wait by a third, all without deadlines, on a process writing both
-// streams in turn; every byte arrives in order and the exit settles.
-func TestLendingWithConcurrentReaders(t *testing.T) {
-	e := newEnv(t, server.Config{})
-	c := ctx(t)
-	const n = 300
-	p := open(t, e.url, sh(fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo out$i; echo err$i >&2; read x; i=$((i+1)); done`, n)), nil)
-	var out, errb bytes.Buffer
-	var wg sync.WaitGroup
-	wg.Go(func() { out.WriteString(readAll(t, c, p.Stdout())) })
-	wg.Go(func() { errb.WriteString(readAll(t, c, p.Stderr())) })
-	var st client.ExitStatus
-	var werr error
-	wg.Go(func() { st, werr = p.Wait(c) })
-	for range n {
-		_, err := p.Stdin().Write([]byte("\n"))
-		require.NoError(t, err)
-	}
-	wg.Wait()
-	require.NoError(t, werr)
-	require.True(t, st.Success(), "%v", st)
-	var wantOut, wantErr strings.Builder
-	for i := range n {
-		fmt.Fprintf(&wantOut, "out%d\n", i)
-		fmt.Fprintf(&wantErr, "err%d\n", i)
-	}
-	require.Equal(t, wantOut.String(), out.String())
-	require.Equal(t, wantErr.String(), errb.String())
 }
 
 // A Read blocked inside a read of the lent socket returns the handle's

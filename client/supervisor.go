@@ -109,7 +109,7 @@ func (p *Process) serve(ws *wsConn) error {
 // itself (lend.go) the loop steps aside, until it gets the socket back;
 // it returns once no Read is inside a read of ws, so that no frame of ws
 // is handled after serve returned.
-func (p *Process) readLoop(ctx context.Context, ws *wsConn) (err error) {
+func (p *Process) readLoop(ctx context.Context, ws *wsConn) error {
 	// A compressed payload is refused (bad_payload) when its block declares
 	// more than the announced max_data, before anything is allocated.
 	// Stdout is decoded straight into the queue the caller reads from: the
@@ -121,18 +121,15 @@ func (p *Process) readLoop(ctx context.Context, ws *wsConn) (err error) {
 	ws.rd.Dec.Into = p.reserveStdout
 	ws.loopWake = make(chan struct{}, 1)
 	p.rconn = ws
-	var idle *time.Timer
-	var period time.Duration
+	var idle idleCheck
 	defer func() {
-		if idle != nil {
-			idle.Stop()
-		}
+		idle.stop()
 		p.mu.Lock()
 		p.endReadsLocked(ws)
 		p.mu.Unlock()
 	}()
 	for {
-		if stop, err := p.lendingLocked(ctx, ws, &idle, &period); stop {
+		if stop, err := p.lendingLocked(ctx, ws, &idle); stop {
 			p.mu.Unlock()
 			return err
 		}
