@@ -43,45 +43,57 @@ func Start(req proc.Request, cfg *proc.Config) (*Process, error) {
 // child's stdio, make its cgroups, prepare its init, fork, admit it to its
 // cgroups, hand the init its payload, and make the Process. With a warm
 // init (ContainOptions.WarmInit, warm.go) every step before the hand-over
-// was made ahead.
+// was made ahead, and the init applied the payload's set-up: the hand-over
+// sends only the child.
 func (ct *Containment) Start(req proc.Request, cfg *proc.Config) (*Process, error) {
 	l, err := ct.checkRequest(req, cfg)
 	if err != nil {
 		return nil, err
 	}
-	if ct.takeWarm(l) {
-		// The init runs already, admitted: it only needs the payload.
+	taken, refill := ct.takeWarm(l)
+	if err := l.launch(taken); err != nil {
+		refill()
+		return nil, err
+	}
+	return l.process(refill), nil
+}
+
+// launch starts the child: under the warm init l took (warm), or under a
+// new one.
+func (l *launch) launch(warm bool) error {
+	if warm {
+		// The init runs already, admitted and set up: it only needs its child.
 		l.started = time.Now()
-		if err := l.handOver(); err != nil {
-			return nil, l.fail(err)
+		if err := l.handOver(true); err != nil {
+			return l.fail(err)
 		}
-		return l.process(), nil
+		return nil
 	}
 	if err := l.openStdio(); err != nil {
 		l.closeAll()
-		return nil, startFailure(proc.ReasonStartFailed, err)
+		return startFailure(proc.ReasonStartFailed, err)
 	}
 	l.setAttr()
-	err = l.makeCgroups()
+	err := l.makeCgroups()
 	if l.cgFD >= 0 {
 		defer syscall.Close(l.cgFD) // after the fork, or the failure
 	}
 	if err != nil {
-		return nil, l.fail(startFailure(proc.ReasonStartFailed, err))
+		return l.fail(startFailure(proc.ReasonStartFailed, err))
 	}
 	if err := l.prepareInit(); err != nil {
-		return nil, l.fail(startFailure(proc.ReasonStartFailed, err))
+		return l.fail(startFailure(proc.ReasonStartFailed, err))
 	}
 	if err := l.fork(); err != nil {
-		return nil, l.fail(forkFailure(err))
+		return l.fail(forkFailure(err))
 	}
 	if err := l.admit(); err != nil {
-		return nil, l.fail(err)
+		return l.fail(err)
 	}
-	if err := l.handOver(); err != nil {
-		return nil, l.fail(err)
+	if err := l.handOver(false); err != nil {
+		return l.fail(err)
 	}
-	return l.process(), nil
+	return nil
 }
 
 // launch is a start in progress: what Containment.Start's steps make and
@@ -245,8 +257,7 @@ func (l *launch) makeCgroups() error {
 }
 
 // prepareInit, when the containment runs the child under an init, makes
-// the fork start the init instead, with its status and control pipes, and
-// makes the payload the init reads.
+// the fork start the init instead, with its status and control pipes.
 func (l *launch) prepareInit() (err error) {
 	l.mode = l.ct.initMode()
 	if l.mode == "" {
@@ -343,19 +354,53 @@ func (l *launch) admit() error {
 	return nil
 }
 
-// handOver, under an init, sends it the payload and waits for it to say
-// it started the child. On an error the init is killed and reaped.
-func (l *launch) handOver() error {
+// payload is what the init of l's process is sent: its set-up, and the
+// child to start.
+func (l *launch) payload() *initproc.Payload {
+	return &initproc.Payload{Mode: l.ct.initMode(), Path: l.path, Argv: l.argv, Env: l.env, Harden: hardenFor(&l.c), Dir: l.dir,
+		Rlimits: l.ct.lim.rlimits(l.limits), TTY: l.c.TTY != nil}
+}
+
+// sendSetup, under an init, sends it the payload's set-up, which it
+// applies to itself while it waits for its child: a warm init's. Its
+// "ready" is read by handOver.
+func (l *launch) sendSetup() error {
 	if l.statusR == nil {
 		return nil
 	}
-	pl := &initproc.Payload{Mode: l.mode, Path: l.path, Argv: l.argv, Env: l.env, Harden: hardenFor(&l.c), Dir: l.dir,
-		Rlimits: l.ct.lim.rlimits(l.limits), TTY: l.c.TTY != nil}
-	word, n, err := "", 0, initproc.WritePayload(l.ctlW, pl)
-	if err == nil {
-		word, n, err = readStatus(l.status)
+	return initproc.WriteSetup(l.ctlW, l.payload())
+}
+
+// handOver, under an init, sends it the child to start (the whole payload
+// when setUp is false: its set-up was not sent ahead) and waits for it to
+// say it is set up, then that it started the child. On an error the init
+// is killed and reaped.
+func (l *launch) handOver(setUp bool) error {
+	if l.statusR == nil {
+		return nil
 	}
-	if err == nil && word == "started" {
+	pl := l.payload()
+	var err error
+	if setUp {
+		err = initproc.WriteChild(l.ctlW, pl)
+	} else {
+		err = initproc.WritePayload(l.ctlW, pl)
+	}
+	if err != nil {
+		l.abandon()
+		return startFailure(proc.ReasonStartFailed, fmt.Errorf("hand the init its child: %w", err))
+	}
+	if err := l.expect("ready"); err != nil {
+		return err
+	}
+	return l.expect("started")
+}
+
+// expect reads the init's next status line, which must be want: anything
+// else ends the init (abandon) and is the start's error.
+func (l *launch) expect(want string) error {
+	word, n, err := readStatus(l.status)
+	if err == nil && word == want {
 		return nil
 	}
 	l.abandon()
@@ -364,6 +409,12 @@ func (l *launch) handOver() error {
 	}
 	return startFailure(proc.ReasonStartFailed, fmt.Errorf("init of the PID namespace: %q, %w", word, err))
 }
+
+// firstOutputWait is how long a warm init's making (takeWarm) waits for
+// the first output of the process started before it: about what an init
+// takes to start here. A child that prints at once, as most commands do,
+// gets its first byte out without an init starting beside it.
+var firstOutputWait = 20 * time.Millisecond
 
 // abandon kills and reaps an init that was admitted but started nothing
 // the server keeps.
@@ -375,8 +426,11 @@ func (l *launch) abandon() {
 	_ = l.pfd.close()
 }
 
-// process makes the Process of a confirmed start and starts its goroutines.
-func (l *launch) process() *Process {
+// process makes the Process of a confirmed start and starts its
+// goroutines. firstOutput is called once the child's first output (or
+// the end of its stdout) has been read, or after firstOutputWait,
+// whichever comes first: the next warm init is made then (takeWarm).
+func (l *launch) process(firstOutput func()) *Process {
 	p := &Process{
 		cfg:        l.c,
 		pid:        l.pid,
@@ -405,6 +459,8 @@ func (l *launch) process() *Process {
 	if l.mode == initproc.ModePIDNamespace {
 		p.pidns, _ = os.Readlink("/proc/" + strconv.Itoa(l.pid) + "/ns/pid")
 	}
+	p.firstOutput = sync.OnceFunc(firstOutput)
+	time.AfterFunc(firstOutputWait, p.firstOutput)
 	p.inCond = sync.NewCond(&p.inMu)
 	p.outCond = sync.NewCond(&p.mu)
 	go p.pumpStdin()

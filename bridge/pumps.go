@@ -155,6 +155,7 @@ func (r *stdoutReader) next(room int) error {
 // the buffer has room: with a full window the pipe fills and the child blocks.
 func (p *Process) pumpStdout() {
 	defer close(p.stdoutDone)
+	defer p.firstOutput()
 	rc, err := p.stdoutR.SyscallConn()
 	if err != nil {
 		return // only a nil *os.File has none
@@ -177,6 +178,7 @@ func (p *Process) pumpStdout() {
 		p.mu.Unlock()
 
 		err := r.next(room)
+		p.firstOutput()
 		if p.ttyEOF(err) {
 			err = io.EOF // no process holds the terminal's slave any more
 		}

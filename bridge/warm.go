@@ -7,26 +7,34 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/procwire/procwire/bridge/internal/initproc"
 	"github.com/procwire/procwire/proc"
 )
 
 // A warm init (ContainOptions.WarmInit) is the init of the next process,
 // started ahead: its stdio pipes, its cgroups and its init made, forked
-// and admitted, waiting on its control pipe for the payload. A Start whose
-// process would get the same init (the same containment limits and the
-// same user for the init) takes it and sends it the payload, instead of
-// re-executing the server then; the Start makes the next one in the
-// background. An init re-executed from a large server binary costs a few
-// milliseconds before it can read its payload (package initproc), which
-// is most of a cold first byte.
+// and admitted, and sent its set-up (limits, hardening, a private /proc),
+// which it applies while it waits on its control pipe for its child. A
+// Start whose process would get the same init (the same containment
+// limits, the same set-up and the same user for the init) takes it and
+// sends it only the child, instead of re-executing the server then; once
+// that child started, the Start has the next one made in the background.
+// An init re-executed from a large server binary costs milliseconds before
+// it can read its payload (package initproc), and its hardening most of
+// one more: together most of a cold first byte.
 //
-// Its goroutine: refill, one at a time, started by every Start that finds
-// none under way, and tracked by wg; Close waits for it. Its lock,
-// warm.mu, is taken alone; a Start may wait on it for a refill under way.
+// The next warm init is made once the process that took the last one has
+// printed its first output (or after firstOutputWait): made beside it, its
+// start-up cost that first byte about a millisecond on a 2-CPU machine. A
+// Start that finds none ready has it made at once.
+//
+// Its goroutine: refill, one at a time, started by startRefill, and
+// tracked by wg; Close waits for it. Its lock, warm.mu, is taken alone; a
+// Start may wait on it for a refill under way.
 type warmInit struct {
 	mu     sync.Mutex
 	on     bool    // ContainOptions.WarmInit, until Close
-	spare  *launch // forked and admitted, waiting for its payload; nil while none is ready
+	spare  *launch // forked, admitted and sent its set-up; nil while none is ready
 	key    spareKey
 	making bool // refill runs
 	// waiting: a Start waits on made for the refill under way, which
@@ -35,16 +43,19 @@ type warmInit struct {
 	waiting bool
 	made    *sync.Cond // on mu; refill broadcasts when it ends
 	wg      sync.WaitGroup
+	// startRefill starts the refill that making announces, once (a
+	// sync.OnceFunc); nil when none waits to start.
+	startRefill func()
 
 	onRefill func() // tests: called when a refill ends
 }
 
-// spareKey is what a process's init depends on beyond its payload: the
-// limits of its cgroups and the user it runs as (the server's own when
-// hardened: it drops privileges for the child only).
+// spareKey is what a process's init depends on beyond its child: the
+// limits of its cgroups, its set-up, and the user it runs as (the
+// server's own when hardened: it drops privileges for the child only).
 type spareKey struct {
 	limits   Limits
-	hardened bool
+	setup    string // the init's set-up, initproc.SetupKey
 	uid, gid uint32
 	groups   string
 	runAs    bool
@@ -56,8 +67,9 @@ func spareKeyOf(l *launch) (spareKey, bool) {
 	if l.ct.initMode() == "" || l.c.TTY != nil {
 		return spareKey{}, false
 	}
-	k := spareKey{limits: l.limits, hardened: hardenFor(&l.c) != nil}
-	if u := l.c.RunAs; u != nil && !k.hardened {
+	pl := l.payload()
+	k := spareKey{limits: l.limits, setup: initproc.SetupKey(pl)}
+	if u := l.c.RunAs; u != nil && pl.Harden == nil {
 		k.runAs, k.uid, k.gid = true, u.UID, u.GID
 		for _, g := range u.Groups {
 			k.groups += strconv.FormatUint(uint64(g), 10) + ","
@@ -68,15 +80,23 @@ func spareKeyOf(l *launch) (spareKey, bool) {
 
 // takeWarm hands l the warm init if one matching l is ready, or is being
 // made and nobody else waits for it, and reports whether it did. Either
-// way it has the next one made for l's key, unless l cannot use one.
-func (ct *Containment) takeWarm(l *launch) bool {
+// way the next one will be made for l's key, unless l cannot use one: by
+// refill, which the caller calls once its process printed its first
+// output, or its start failed, so that the making (the re-execution of
+// the server, milliseconds of CPU) does not compete with the first byte
+// of the process it follows.
+func (ct *Containment) takeWarm(l *launch) (taken bool, refill func()) {
 	w := &ct.warm
+	refill = func() {}
 	key, ok := spareKeyOf(l)
 	if !ok {
-		return false
+		return false, refill
 	}
 	w.mu.Lock()
 	if w.on && w.spare == nil && w.making && !w.waiting {
+		if w.startRefill != nil {
+			w.startRefill() // this start needs it now
+		}
 		w.waiting = true
 		for w.making {
 			w.made.Wait()
@@ -85,25 +105,27 @@ func (ct *Containment) takeWarm(l *launch) bool {
 	}
 	if !w.on {
 		w.mu.Unlock()
-		return false
+		return false, refill
 	}
 	spare, match := w.spare, w.key == key
 	w.spare = nil
 	if !w.making {
 		w.making = true
 		w.wg.Add(1)
-		go ct.refill(key, l.c)
+		c := l.c
+		w.startRefill = sync.OnceFunc(func() { go ct.refill(key, c) })
+		refill = w.startRefill
 	}
 	w.mu.Unlock()
 	if spare == nil {
-		return false
+		return false, refill
 	}
 	if !match {
 		spare.discard()
-		return false
+		return false, refill
 	}
 	l.adopt(spare)
-	return true
+	return true, refill
 }
 
 // refill makes a warm init for key, from config c, and keeps it ready for
@@ -111,9 +133,16 @@ func (ct *Containment) takeWarm(l *launch) bool {
 func (ct *Containment) refill(key spareKey, c proc.Config) {
 	w := &ct.warm
 	defer w.wg.Done()
-	spare, err := ct.newSpare(c)
 	w.mu.Lock()
-	w.making = false
+	on := w.on
+	w.mu.Unlock()
+	var spare *launch
+	err := ErrContainmentUnavailable // closed: none to make
+	if on {
+		spare, err = ct.newSpare(c)
+	}
+	w.mu.Lock()
+	w.making, w.startRefill = false, nil
 	if err == nil && w.on && w.spare == nil {
 		w.spare, w.key, spare = spare, key, nil
 	}
@@ -128,7 +157,8 @@ func (ct *Containment) refill(key spareKey, c proc.Config) {
 }
 
 // newSpare starts an init for a process of config c, without a request:
-// its stdio, cgroups and init forked and admitted, as Start would.
+// its stdio, cgroups and init forked and admitted, as Start would, and the
+// init sent its set-up, which it applies as soon as it runs.
 func (ct *Containment) newSpare(c proc.Config) (*launch, error) {
 	l := &launch{ct: ct, c: c, limits: ct.Limits().Tighten(c.Limits), dir: "/", env: []string{}, pidFD: -1, cgFD: -1}
 	if err := l.openStdio(); err != nil {
@@ -150,6 +180,10 @@ func (ct *Containment) newSpare(c proc.Config) (*launch, error) {
 		return nil, l.fail(err)
 	}
 	if err := l.admit(); err != nil {
+		return nil, l.fail(err)
+	}
+	if err := l.sendSetup(); err != nil {
+		l.abandon()
 		return nil, l.fail(err)
 	}
 	return l, nil
@@ -181,6 +215,9 @@ func (ct *Containment) Close() error {
 	w.on = false
 	spare := w.spare
 	w.spare = nil
+	if w.startRefill != nil {
+		w.startRefill() // it ends at once, with nothing made
+	}
 	w.mu.Unlock()
 	w.wg.Wait()
 	if spare != nil {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -126,4 +127,43 @@ func TestSpareKeyTellsInitsApart(t *testing.T) {
 	require.NotEqual(t, base, keyOf(proc.Config{}, Limits{Pids: 10}))
 	_, ok := spareKeyOf(&launch{ct: c, c: proc.Config{TTY: &proc.TTY{Rows: 24, Cols: 80}}})
 	require.False(t, ok, "a terminal's slave is made per process")
+}
+
+// The next warm init is made once the process that took the last one
+// printed its first output, not beside its start; a start that comes
+// before that output has it made at once, takes it, and has the next one
+// made after its own output.
+func TestWarmInitMadeAfterTheFirstOutput(t *testing.T) {
+	defer func(d time.Duration) { firstOutputWait = d }(firstOutputWait)
+	firstOutputWait = time.Hour // only the output, or a start, makes it
+	eachContainment(t, func(t *testing.T, c *Containment) {
+		refilled := make(chan struct{}, 4)
+		c.warm.onRefill = func() { refilled <- struct{}{} }
+		runs(t, c, shReq(t, `echo first`))
+		<-refilled // made after echo's output
+
+		// This start takes the warm init; its process prints nothing
+		// until its stdin says so: no init is made meanwhile.
+		quiet, err := c.Start(shReq(t, `read x; echo "$x"`), nil)
+		require.NoError(t, err)
+		c.warm.mu.Lock()
+		require.Nil(t, c.warm.spare)
+		require.True(t, c.warm.making, "announced")
+		require.NotNil(t, c.warm.startRefill, "but not started")
+		c.warm.mu.Unlock()
+
+		// A start before that output has it made at once, takes it,
+		// and has the next made after its own output.
+		_, out, _ := runs(t, c, shReq(t, `echo next`))
+		require.Equal(t, "next\n", out)
+		<-refilled
+		<-refilled
+		require.NoError(t, quiet.PushStdin([]byte("go\n")))
+		var got bytes.Buffer
+		newConsumer(t, quiet, &got).toEOF()
+		require.Equal(t, "go\n", got.String())
+		require.NoError(t, quiet.Destroy())
+		_, ready := c.WarmInits()
+		require.True(t, ready)
+	})
 }

@@ -2,9 +2,11 @@
 
 // Package initproc is the init that procwire starts each child under: this
 // program re-executed with argv exactly [Arg0] and Env as its whole
-// environment. It reads its Payload on the control pipe (CtlFd), starts
-// the child in a process group of its own, forwards signals to it, reports
-// its exit on the status pipe (StatusFd), reaps every process of its tree,
+// environment. It reads its Payload on the control pipe (CtlFd) in two
+// messages: its set-up, which it applies to itself before it reports
+// "ready" on the status pipe (StatusFd), and its child, which it starts in
+// a process group of its own before it reports "started". It then forwards
+// signals to the child, reports its exit, reaps every process of its tree,
 // and kills that tree when the server closes the control pipe or dies.
 //
 // The init runs from this package's initialisation, not from main: the Go
@@ -95,9 +97,9 @@ func Is() bool {
 // next to nothing (a sweep of a large tree some, which the limit bounds).
 var Environ = []string{Env, "GOMAXPROCS=1", "GOGC=off", "GOMEMLIMIT=32MiB"}
 
-// run is the init: it reads its payload, sets itself up, starts the
-// child, then forwards signals, obeys the control pipe and reaps until
-// nobody is left.
+// run is the init: it reads its set-up, applies it and reports "ready";
+// reads its child, starts it and reports "started"; then forwards
+// signals, obeys the control pipe and reaps until nobody is left.
 func run() int {
 	status := os.NewFile(StatusFd, "status")
 	syscall.CloseOnExec(StatusFd)
@@ -118,11 +120,15 @@ func run() int {
 	// exists is forwarded to it once it does.
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
-	pl, err := ReadPayload(ctl)
+	pl, err := ReadSetup(ctl)
 	if err != nil {
 		return fail(err)
 	}
 	if err := setUp(pl); err != nil {
+		return fail(err)
+	}
+	report(status, "ready", -1)
+	if err := ReadChild(ctl, pl); err != nil {
 		return fail(err)
 	}
 	pid, err := forkChild(pl)
@@ -148,8 +154,11 @@ func report(status *os.File, word string, n int) {
 	_, _ = status.Write(append(line, '\n'))
 }
 
-// setUp makes a guardian its tree's subreaper and sets the containment's
-// rlimits, which the child inherits.
+// setUp applies the payload's set-up to the init, which the child it
+// forks inherits: a guardian becomes its tree's subreaper, the
+// containment's rlimits are set, and the init hardens itself when asked
+// (Harden.Apply, which locks the calling goroutine, the main one, to its
+// thread: forkChild must run on it).
 func setUp(pl *Payload) error {
 	if pl.Mode == ModeGuardian {
 		if err := prctl(prSetChildSubreaper, 1); err != nil {
@@ -161,18 +170,17 @@ func setUp(pl *Payload) error {
 			return err
 		}
 	}
+	if pl.Harden != nil {
+		return pl.Harden.Apply()
+	}
 	return nil
 }
 
-// forkChild hardens the init when asked and starts the child, in a process
-// group of its own, on the init's stdio.
+// forkChild starts the child, in a process group of its own, on the
+// init's stdio, as its user when hardened.
 func forkChild(pl *Payload) (int, error) {
 	sys := &syscall.SysProcAttr{Setpgid: true}
 	if pl.Harden != nil {
-		// Locks this goroutine to its thread: the fork below must run on it.
-		if err := pl.Harden.Apply(); err != nil {
-			return 0, err
-		}
 		pl.Harden.SysProcAttr(sys)
 	}
 	if pl.TTY {

@@ -8,14 +8,23 @@ import (
 	"strconv"
 )
 
-// MaxPayload bounds the payload the init reads: more than the kernel's
-// limit on argv and envp together, which the exec would refuse anyway.
+// MaxPayload bounds each of the payload's two messages: more than the
+// kernel's limit on argv and envp together, which the exec would refuse
+// anyway.
 const MaxPayload = 64 << 20
 
 // Payload is what the server sends the init over the control pipe. The
 // server keeps its end open as long as the process is its own; the init
 // reads EOF when the server closes it (Destroy) or dies, however it dies,
 // and then kills every process of the tree and exits.
+//
+// It travels as two messages. The set-up (Mode, Rlimits, Harden without
+// its Cred) is the same for every process of a containment with the same
+// limits and hardening: the init applies it to itself and reports
+// "ready", and a warm init (one started ahead of its process) does so
+// while it waits. The child (Path, Argv, Env, Dir, TTY and the user it
+// runs as, Harden.Cred, which differs per process with per-process uids)
+// follows when there is a process to start.
 type Payload struct {
 	Mode string // ModePIDNamespace or ModeGuardian
 	Path string // the executable, resolved
@@ -42,35 +51,123 @@ type Rlimit struct {
 	Cur, Max uint64
 }
 
-// The payload on the pipe is a 4-byte big-endian length, then the fields
-// of Payload in order: a string as its length (uvarint) and bytes, a list
-// as its length and items, a number as a uvarint, a flag and a presence
-// as one byte. Not JSON: the init must not wait for encoding/json's
+// Each message on the pipe is a 4-byte big-endian length, then its fields
+// in order: a string as its length (uvarint) and bytes, a list as its
+// length and items, a number as a uvarint, a flag and a presence as one
+// byte. Not JSON: the init must not wait for encoding/json's
 // initialisation (see the package doc).
 
-// WritePayload sends pl on w, the control pipe.
+// WritePayload sends pl on w, the control pipe: its set-up and its child,
+// in one write.
 func WritePayload(w io.Writer, pl *Payload) error {
-	var e enc
-	e.b = make([]byte, 4, 256)
-	e.str(pl.Mode)
-	e.str(pl.Path)
-	e.strs(pl.Argv)
-	e.strs(pl.Env)
-	e.rlimits(pl.Rlimits)
-	e.harden(pl.Harden)
-	e.str(pl.Dir)
-	e.flag(pl.TTY)
-	size := len(e.b) - 4
-	if size > MaxPayload {
-		return errors.New("init payload of " + strconv.Itoa(size) + " bytes exceeds " + strconv.Itoa(MaxPayload))
+	b, err := appendSetup(nil, pl)
+	if err == nil {
+		b, err = appendChild(b, pl)
 	}
-	e.b[0], e.b[1], e.b[2], e.b[3] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
-	_, err := w.Write(e.b)
+	if err == nil {
+		_, err = w.Write(b)
+	}
 	return err
 }
 
-// ReadPayload reads the payload WritePayload sent.
+// WriteSetup sends pl's set-up on w.
+func WriteSetup(w io.Writer, pl *Payload) error {
+	b, err := appendSetup(nil, pl)
+	if err == nil {
+		_, err = w.Write(b)
+	}
+	return err
+}
+
+// WriteChild sends pl's child on w, after its set-up.
+func WriteChild(w io.Writer, pl *Payload) error {
+	b, err := appendChild(nil, pl)
+	if err == nil {
+		_, err = w.Write(b)
+	}
+	return err
+}
+
+// SetupKey returns the bytes of pl's set-up: two payloads whose keys are
+// equal set an init up alike.
+func SetupKey(pl *Payload) string {
+	b, _ := appendSetup(nil, pl)
+	return string(b)
+}
+
+func appendSetup(b []byte, pl *Payload) ([]byte, error) {
+	return message(b, func(e *enc) {
+		e.str(pl.Mode)
+		e.rlimits(pl.Rlimits)
+		e.harden(pl.Harden)
+	})
+}
+
+func appendChild(b []byte, pl *Payload) ([]byte, error) {
+	return message(b, func(e *enc) {
+		e.str(pl.Path)
+		e.strs(pl.Argv)
+		e.strs(pl.Env)
+		e.str(pl.Dir)
+		e.flag(pl.TTY)
+		var cred *Cred
+		if pl.Harden != nil {
+			cred = pl.Harden.Cred
+		}
+		e.cred(cred)
+	})
+}
+
+// message appends to b one message: its length, then what fields encode.
+func message(b []byte, fields func(*enc)) ([]byte, error) {
+	e := enc{b: append(b, 0, 0, 0, 0)}
+	at := len(b)
+	fields(&e)
+	size := len(e.b) - at - 4
+	if size > MaxPayload {
+		return b, errors.New("init payload of " + strconv.Itoa(size) + " bytes exceeds " + strconv.Itoa(MaxPayload))
+	}
+	e.b[at], e.b[at+1], e.b[at+2], e.b[at+3] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
+	return e.b, nil
+}
+
+// ReadPayload reads the payload WritePayload sent: its set-up, then its
+// child.
 func ReadPayload(r io.Reader) (*Payload, error) {
+	pl, err := ReadSetup(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := ReadChild(r, pl); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// ReadSetup reads a payload's set-up; ReadChild then reads its child.
+func ReadSetup(r io.Reader) (*Payload, error) {
+	b, err := readMessage(r)
+	if err != nil {
+		return nil, err
+	}
+	pl := &Payload{}
+	if err := decodeSetup(b, pl); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// ReadChild reads into pl, whose set-up was read, its child.
+func ReadChild(r io.Reader, pl *Payload) error {
+	b, err := readMessage(r)
+	if err != nil {
+		return err
+	}
+	return decodeChild(b, pl)
+}
+
+// readMessage reads one message's length and bytes.
+func readMessage(r io.Reader) ([]byte, error) {
 	var n [4]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {
 		return nil, err
@@ -83,24 +180,58 @@ func ReadPayload(r io.Reader) (*Payload, error) {
 	if _, err := io.ReadFull(r, b); err != nil {
 		return nil, err
 	}
-	return DecodePayload(b)
+	return b, nil
 }
 
-// DecodePayload decodes the payload's bytes, after its length.
+// DecodePayload decodes the payload's bytes as they travel: both
+// messages, each with its length.
 func DecodePayload(b []byte) (*Payload, error) {
-	d := dec{b: b}
-	pl := &Payload{Mode: d.str(), Path: d.str(), Argv: d.strs(), Env: d.strs(), Rlimits: d.rlimits()}
-	pl.Harden = d.harden()
-	pl.Dir, pl.TTY = d.str(), d.flag()
-	switch {
-	case d.err != nil:
-		return nil, d.err
-	case len(d.b) != 0:
-		return nil, errors.New("init payload: " + strconv.Itoa(len(d.b)) + " bytes after its end")
-	case pl.Mode != ModePIDNamespace && pl.Mode != ModeGuardian:
-		return nil, errors.New("init mode " + strconv.Quote(pl.Mode))
+	pl := &Payload{}
+	for _, decode := range []func([]byte, *Payload) error{decodeSetup, decodeChild} {
+		if len(b) < 4 {
+			return nil, errShort
+		}
+		size := int(b[0])<<24 | int(b[1])<<16 | int(b[2])<<8 | int(b[3])
+		if size > len(b)-4 {
+			return nil, errShort
+		}
+		if err := decode(b[4:4+size], pl); err != nil {
+			return nil, err
+		}
+		b = b[4+size:]
+	}
+	if len(b) != 0 {
+		return nil, errors.New("init payload: " + strconv.Itoa(len(b)) + " bytes after its end")
 	}
 	return pl, nil
+}
+
+func decodeSetup(b []byte, pl *Payload) error {
+	d := dec{b: b}
+	pl.Mode, pl.Rlimits, pl.Harden = d.str(), d.rlimits(), d.harden()
+	if err := d.end(); err != nil {
+		return err
+	}
+	if pl.Mode != ModePIDNamespace && pl.Mode != ModeGuardian {
+		return errors.New("init mode " + strconv.Quote(pl.Mode))
+	}
+	return nil
+}
+
+func decodeChild(b []byte, pl *Payload) error {
+	d := dec{b: b}
+	pl.Path, pl.Argv, pl.Env, pl.Dir, pl.TTY = d.str(), d.strs(), d.strs(), d.str(), d.flag()
+	cred := d.cred()
+	if err := d.end(); err != nil {
+		return err
+	}
+	if cred != nil {
+		if pl.Harden == nil {
+			return errors.New("init payload: a user without hardening")
+		}
+		pl.Harden.Cred = cred
+	}
+	return nil
 }
 
 // enc appends the payload's fields.
@@ -156,17 +287,22 @@ func (e *enc) harden(h *Harden) {
 	e.uints(caps)
 	e.uint(uint64(h.Umask))
 	e.rlimits(h.Rlimits)
-	e.flag(h.Cred != nil)
-	if h.Cred != nil {
-		e.uint(uint64(h.Cred.UID))
-		e.uint(uint64(h.Cred.GID))
-		groups := make([]uint64, len(h.Cred.Groups))
-		for i, g := range h.Cred.Groups {
-			groups[i] = uint64(g)
-		}
-		e.uints(groups)
-	}
 	e.flag(h.PrivateProc)
+}
+
+// cred writes a presence, then c.
+func (e *enc) cred(c *Cred) {
+	e.flag(c != nil)
+	if c == nil {
+		return
+	}
+	e.uint(uint64(c.UID))
+	e.uint(uint64(c.GID))
+	groups := make([]uint64, len(c.Groups))
+	for i, g := range c.Groups {
+		groups[i] = uint64(g)
+	}
+	e.uints(groups)
 }
 
 // dec reads the payload's fields; the first error sticks and every later
@@ -273,12 +409,28 @@ func (d *dec) harden() *Harden {
 	}
 	h.Umask = int(d.small())
 	h.Rlimits = d.rlimits()
-	if d.flag() {
-		h.Cred = &Cred{UID: uint32(d.small()), GID: uint32(d.small())}
-		for _, g := range d.smalls() {
-			h.Cred.Groups = append(h.Cred.Groups, uint32(g))
-		}
-	}
 	h.PrivateProc = d.flag()
 	return h
+}
+
+func (d *dec) cred() *Cred {
+	if !d.flag() {
+		return nil
+	}
+	c := &Cred{UID: uint32(d.small()), GID: uint32(d.small())}
+	for _, g := range d.smalls() {
+		c.Groups = append(c.Groups, uint32(g))
+	}
+	return c
+}
+
+// end reports the first error, or bytes left after the message's end.
+func (d *dec) end() error {
+	if d.err != nil {
+		return d.err
+	}
+	if len(d.b) != 0 {
+		return errors.New("init payload: " + strconv.Itoa(len(d.b)) + " bytes after its end")
+	}
+	return nil
 }

@@ -52,7 +52,7 @@ func TestPayloadRoundTrips(t *testing.T) {
 func TestPayloadCutAnywhereIsAnError(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, WritePayload(&buf, full()))
-	b := buf.Bytes()[4:]
+	b := buf.Bytes()
 	for n := range len(b) {
 		_, err := DecodePayload(b[:n])
 		require.Error(t, err, "cut at %d of %d", n, len(b))
@@ -74,19 +74,55 @@ func TestPayloadRefusesWhatTheInitCannotRun(t *testing.T) {
 	// number over 32 bits where one is expected.
 	for _, b := range [][]byte{
 		{0xff, 0xff, 0xff, 0xff, 0x0f},
-		append(enc1(func(e *enc) { e.str(ModeGuardian); e.str("/x"); e.strs(nil); e.strs(nil); e.rlimits(nil) }), 2),
+		append(enc1(func(e *enc) { e.str(ModeGuardian); e.rlimits(nil) }), 2),
 		enc1(func(e *enc) {
 			e.str(ModeGuardian)
-			e.str("/x")
-			e.strs(nil)
-			e.strs(nil)
 			e.uint(1)
 			e.uint(1 << 40)
 		}),
 	} {
-		_, err := DecodePayload(b)
+		err := decodeSetup(b, &Payload{})
 		require.ErrorIs(t, err, errShort, "%x", b)
 	}
+	// A user to switch the child to, without the hardening that would.
+	b := enc1(func(e *enc) {
+		e.str("/x")
+		e.strs(nil)
+		e.strs(nil)
+		e.str("/")
+		e.flag(false)
+		e.cred(&Cred{UID: 1})
+	})
+	require.ErrorContains(t, decodeChild(b, &Payload{Mode: ModeGuardian}), "without hardening")
+}
+
+// The set-up a warm init applies ahead is the same for processes that
+// differ only in their child and its user; a set-up that differs has
+// another key.
+func TestSetupKeyLeavesOutTheChild(t *testing.T) {
+	a, b := full(), full()
+	b.Path, b.Argv, b.Env, b.Dir, b.TTY = "/bin/true", []string{"true"}, nil, "/", false
+	b.Harden.Cred = &Cred{UID: 7, GID: 7}
+	require.Equal(t, SetupKey(a), SetupKey(b))
+	b.Harden.Umask = 0o022
+	require.NotEqual(t, SetupKey(a), SetupKey(b))
+	c := full()
+	c.Rlimits = nil
+	require.NotEqual(t, SetupKey(a), SetupKey(c))
+}
+
+// The set-up and the child read one by one, as a warm init reads them,
+// make the payload ReadPayload reads at once.
+func TestSetupThenChild(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, WriteSetup(&buf, full()))
+	pl, err := ReadSetup(&buf)
+	require.NoError(t, err)
+	require.Empty(t, pl.Path)
+	require.Nil(t, pl.Harden.Cred)
+	require.NoError(t, WriteChild(&buf, full()))
+	require.NoError(t, ReadChild(&buf, pl))
+	require.Equal(t, full(), pl)
 }
 
 // enc1 returns what f encodes.
@@ -101,7 +137,7 @@ func enc1(f func(*enc)) []byte {
 func FuzzDecodePayload(f *testing.F) {
 	var buf bytes.Buffer
 	_ = WritePayload(&buf, full())
-	f.Add(buf.Bytes()[4:])
+	f.Add(buf.Bytes())
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		pl, err := DecodePayload(b)
