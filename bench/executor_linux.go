@@ -11,7 +11,7 @@ import (
 // the best containment, with a warm init (serve's --warm-init, on by
 // default). close ends the warm init.
 func procwireExecutor() (exec server.Executor, close func() error, err error) {
-	c, err := bridge.NewContainment(bridge.ContainOptions{WarmInit: true})
+	c, err := bridge.NewContainment(bridge.ContainOptions{WarmInit: true, WarmInits: 2})
 	if err != nil {
 		return nil, nil, err
 	}

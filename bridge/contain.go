@@ -65,6 +65,11 @@ type ContainOptions struct {
 	// It applies to processes without a terminal, in a program that calls
 	// MaybeRunInit.
 	WarmInit bool
+	// WarmInits is how many warm inits may wait at once (with WarmInit);
+	// 0 means 1. One more lets a start that follows the last sooner than
+	// an init takes to start (milliseconds of CPU) still find one ready,
+	// for one more idle init process.
+	WarmInits int
 }
 
 // DefaultChildOOMScoreAdj is the oom_score_adj of every child unless
@@ -156,7 +161,7 @@ func NewContainment(opts ContainOptions) (*Containment, error) {
 // that died.
 func (c *Containment) withLimits(opts ContainOptions) (*Containment, error) {
 	c.owner = ownerPrefix(os.Getpid())
-	c.warm.on = opts.WarmInit
+	c.warm.on, c.warm.depth = opts.WarmInit, max(opts.WarmInits, 1)
 	c.warm.made = sync.NewCond(&c.warm.mu)
 	c.childOOM = DefaultChildOOMScoreAdj
 	if opts.ChildOOMScoreAdj != nil {

@@ -101,7 +101,7 @@ func doomedServer() {
 		<-refilled
 	}
 	c.warm.mu.Lock()
-	fmt.Println("ready", c.warm.spare.pid)
+	fmt.Println("ready", c.warm.spares[0].pid)
 	c.warm.mu.Unlock()
 	select {}
 }

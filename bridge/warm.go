@@ -23,31 +23,35 @@ import (
 // it can read its payload (package initproc), and its hardening most of
 // one more: together most of a cold first byte.
 //
+// Up to ContainOptions.WarmInits of them wait, the oldest taken first:
+// an init takes milliseconds of CPU to start, and with one only, a start
+// that follows the last by less than that finds its init still starting.
 // The next warm init is made once the process that took the last one has
 // printed its first output (or after firstOutputWait): made beside it, its
 // start-up cost that first byte about a millisecond on a 2-CPU machine. A
 // Start that finds none ready has it made at once.
 //
-// Its goroutine: refill, one at a time, started by startRefill, and
-// tracked by wg; Close waits for it. Its lock, warm.mu, is taken alone; a
-// Start may wait on it for a refill under way.
+// Its goroutine: refill, one at a time, started by startRefill, making
+// inits until depth wait, and tracked by wg; Close waits for it. Its lock,
+// warm.mu, is taken alone; a Start may wait on it for a refill under way.
 type warmInit struct {
 	mu     sync.Mutex
-	on     bool    // ContainOptions.WarmInit, until Close
-	spare  *launch // forked, admitted and sent its set-up; nil while none is ready
-	key    spareKey
-	making bool // refill runs
+	on     bool      // ContainOptions.WarmInit, until Close
+	depth  int       // how many may wait: ContainOptions.WarmInits
+	spares []*launch // forked, admitted and sent their set-up, oldest first
+	key    spareKey  // the spares'
+	making bool      // refill runs
 	// waiting: a Start waits on made for the refill under way, which
 	// started before it and so ends sooner than a cold init would. One
 	// at a time: a second Start would only queue behind the first.
 	waiting bool
-	made    *sync.Cond // on mu; refill broadcasts when it ends
+	made    *sync.Cond // on mu; refill broadcasts each init it makes, and its end
 	wg      sync.WaitGroup
 	// startRefill starts the refill that making announces, once (a
 	// sync.OnceFunc); nil when none waits to start.
 	startRefill func()
 
-	onRefill func() // tests: called when a refill ends
+	onRefill func() // tests: called for each init a refill makes, or fails to
 }
 
 // spareKey is what a process's init depends on beyond its child: the
@@ -93,12 +97,12 @@ func (ct *Containment) takeWarm(l *launch) (taken bool, refill func()) {
 		return false, refill
 	}
 	w.mu.Lock()
-	if w.on && w.spare == nil && w.making && !w.waiting {
+	if w.on && len(w.spares) == 0 && w.making && !w.waiting {
 		if w.startRefill != nil {
 			w.startRefill() // this start needs it now
 		}
 		w.waiting = true
-		for w.making {
+		for w.making && len(w.spares) == 0 {
 			w.made.Wait()
 		}
 		w.waiting = false
@@ -107,8 +111,14 @@ func (ct *Containment) takeWarm(l *launch) (taken bool, refill func()) {
 		w.mu.Unlock()
 		return false, refill
 	}
-	spare, match := w.spare, w.key == key
-	w.spare = nil
+	var spare *launch
+	var stale []*launch // made for another key
+	if w.key == key && len(w.spares) > 0 {
+		spare, w.spares = w.spares[0], w.spares[1:]
+	} else {
+		stale, w.spares = w.spares, nil
+	}
+	w.key = key
 	if !w.making {
 		w.making = true
 		w.wg.Add(1)
@@ -117,42 +127,50 @@ func (ct *Containment) takeWarm(l *launch) (taken bool, refill func()) {
 		refill = w.startRefill
 	}
 	w.mu.Unlock()
-	if spare == nil {
-		return false, refill
+	for _, s := range stale {
+		s.discard()
 	}
-	if !match {
-		spare.discard()
+	if spare == nil {
 		return false, refill
 	}
 	l.adopt(spare)
 	return true, refill
 }
 
-// refill makes a warm init for key, from config c, and keeps it ready for
-// the next Start, unless the containment was closed meanwhile.
+// refill makes warm inits for key, from config c, until depth wait for
+// the next Starts, or the containment is closed, or the key changed (a
+// Start with another key discarded them), or a making fails.
 func (ct *Containment) refill(key spareKey, c proc.Config) {
 	w := &ct.warm
 	defer w.wg.Done()
-	w.mu.Lock()
-	on := w.on
-	w.mu.Unlock()
-	var spare *launch
-	err := ErrContainmentUnavailable // closed: none to make
-	if on {
-		spare, err = ct.newSpare(c)
-	}
-	w.mu.Lock()
-	w.making, w.startRefill = false, nil
-	if err == nil && w.on && w.spare == nil {
-		w.spare, w.key, spare = spare, key, nil
-	}
-	w.made.Broadcast()
-	w.mu.Unlock()
-	if spare != nil {
-		spare.discard()
-	}
-	if w.onRefill != nil {
-		w.onRefill()
+	for {
+		w.mu.Lock()
+		if !w.on || w.key != key || len(w.spares) >= w.depth {
+			w.making, w.startRefill = false, nil
+			w.made.Broadcast()
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+		spare, err := ct.newSpare(c)
+		w.mu.Lock()
+		if err == nil && w.on && w.key == key && len(w.spares) < w.depth {
+			w.spares, spare = append(w.spares, spare), nil
+		}
+		if err != nil {
+			w.making, w.startRefill = false, nil
+		}
+		w.made.Broadcast()
+		w.mu.Unlock()
+		if spare != nil {
+			spare.discard()
+		}
+		if w.onRefill != nil {
+			w.onRefill()
+		}
+		if err != nil {
+			return
+		}
 	}
 }
 
@@ -213,15 +231,15 @@ func (ct *Containment) Close() error {
 	w := &ct.warm
 	w.mu.Lock()
 	w.on = false
-	spare := w.spare
-	w.spare = nil
+	spares := w.spares
+	w.spares = nil
 	if w.startRefill != nil {
 		w.startRefill() // it ends at once, with nothing made
 	}
 	w.mu.Unlock()
 	w.wg.Wait()
-	if spare != nil {
-		spare.discard()
+	for _, s := range spares {
+		s.discard()
 	}
 	return nil
 }
@@ -232,5 +250,5 @@ func (ct *Containment) WarmInits() (on, ready bool) {
 	w := &ct.warm
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.on, w.spare != nil
+	return w.on, len(w.spares) > 0
 }

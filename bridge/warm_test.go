@@ -21,11 +21,12 @@ func spareOf(t *testing.T, c *Containment) (pid int, cgroupDir string) {
 	t.Helper()
 	c.warm.mu.Lock()
 	defer c.warm.mu.Unlock()
-	require.NotNil(t, c.warm.spare, "a warm init is ready")
-	if c.warm.spare.cg != nil {
-		cgroupDir = c.warm.spare.cg.dir
+	require.NotEmpty(t, c.warm.spares, "a warm init is ready")
+	spare := c.warm.spares[0]
+	if spare.cg != nil {
+		cgroupDir = spare.cg.dir
 	}
-	return c.warm.spare.pid, cgroupDir
+	return spare.pid, cgroupDir
 }
 
 // requireGone checks that pid was reaped (it has no /proc entry, not
@@ -147,7 +148,7 @@ func TestWarmInitMadeAfterTheFirstOutput(t *testing.T) {
 		quiet, err := c.Start(shReq(t, `read x; echo "$x"`), nil)
 		require.NoError(t, err)
 		c.warm.mu.Lock()
-		require.Nil(t, c.warm.spare)
+		require.Empty(t, c.warm.spares)
 		require.True(t, c.warm.making, "announced")
 		require.NotNil(t, c.warm.startRefill, "but not started")
 		c.warm.mu.Unlock()
@@ -166,4 +167,42 @@ func TestWarmInitMadeAfterTheFirstOutput(t *testing.T) {
 		_, ready := c.WarmInits()
 		require.True(t, ready)
 	})
+}
+
+// With WarmInits 2, both wait: a start takes the older, and the one
+// after it, coming before any refill could end, takes the younger.
+func TestWarmInitsWaitTwoDeep(t *testing.T) {
+	defer func(d time.Duration) { firstOutputWait = d }(firstOutputWait)
+	firstOutputWait = time.Hour // only the output, or a start, makes one
+	c, err := NewContainment(ContainOptions{WarmInit: true, WarmInits: 2})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Close()) }()
+	refilled := make(chan struct{}, 8)
+	c.warm.onRefill = func() { refilled <- struct{}{} }
+	runs(t, c, shReq(t, `echo first`))
+	<-refilled
+	<-refilled
+	c.warm.mu.Lock()
+	require.Len(t, c.warm.spares, 2)
+	older, younger := c.warm.spares[0].pid, c.warm.spares[1].pid
+	c.warm.mu.Unlock()
+
+	// Two quiet processes: neither prints, so no refill starts.
+	a, err := c.Start(shReq(t, `read x; echo "$x"`), nil)
+	require.NoError(t, err)
+	b, err := c.Start(shReq(t, `read x; echo "$x"`), nil)
+	require.NoError(t, err)
+	require.Equal(t, older, a.Pid())
+	require.Equal(t, younger, b.Pid())
+	for _, p := range []*Process{a, b} {
+		require.NoError(t, p.PushStdin([]byte("x\n")))
+		var out bytes.Buffer
+		newConsumer(t, p, &out).toEOF()
+		require.Equal(t, "x\n", out.String())
+		require.NoError(t, p.Destroy())
+	}
+	<-refilled // a's output started the refill, which makes two
+	<-refilled
+	_, ready := c.WarmInits()
+	require.True(t, ready)
 }

@@ -25,8 +25,15 @@ type limitFlags struct {
 	oomScoreAdj  int
 	childOOM     int
 	warmInit     bool
+	warmInits    int
 	contain      *bridge.Containment // made by configure; close ends its warm init
 }
+
+// DefaultWarmInits is how many inits serve keeps started ahead unless
+// --warm-inits says otherwise: two, so that opens that follow each other
+// sooner than an init takes to start (milliseconds of CPU) still find one
+// ready.
+const DefaultWarmInits = 2
 
 // DefaultServerOOMScoreAdj is serve's own oom_score_adj unless
 // --oom-score-adj says otherwise: low, so that the kernel's OOM killer
@@ -34,14 +41,15 @@ type limitFlags struct {
 const DefaultServerOOMScoreAdj = -900
 
 func addLimitFlags(fs *flag.FlagSet) *limitFlags {
-	l := &limitFlags{oomScoreAdj: DefaultServerOOMScoreAdj, childOOM: bridge.DefaultChildOOMScoreAdj, warmInit: true}
+	l := &limitFlags{oomScoreAdj: DefaultServerOOMScoreAdj, childOOM: bridge.DefaultChildOOMScoreAdj, warmInit: true, warmInits: DefaultWarmInits}
 	fs.StringVar(&l.cgroupParent, "cgroup-parent", "", "the cgroup v2 `directory` under which each process's cgroup is made, such as the one systemd delegates to the unit (default: serve's own cgroup)")
 	fs.Var(sizeFlag{&l.limits.Pids, false}, "limit-pids", "most tasks each process's tree may hold, `N` (default none)")
 	fs.Var(sizeFlag{&l.limits.Memory, true}, "limit-memory", "most memory each process's tree may use, a `size` (bytes, or with KiB, MiB, GiB, TiB: 256MiB, 1.5GiB; default none)")
 	fs.Var(cpuFlag{&l.limits.CPU}, "limit-cpu", "most CPU time each process's tree may use, in `cores` (1.5; default none)")
 	fs.Var(intRange{&l.oomScoreAdj, -1000, 1000}, "oom-score-adj", "serve's own oom_score_adj, -1000..1000 (lowering it needs CAP_SYS_RESOURCE)")
 	fs.Var(intRange{&l.childOOM, -1000, 1000}, "child-oom-score-adj", "each child's oom_score_adj, -1000..1000")
-	fs.BoolVar(&l.warmInit, "warm-init", true, "keep the next process's init started ahead, so that an open does not wait for serve to re-execute itself (one idle process)")
+	fs.BoolVar(&l.warmInit, "warm-init", true, "keep the next processes' inits started ahead, so that an open does not wait for serve to re-execute itself (an idle process each)")
+	fs.Var(intRange{&l.warmInits, 1, 64}, "warm-inits", "how many inits --warm-init keeps started ahead, 1..64")
 	return l
 }
 
@@ -64,6 +72,7 @@ func (l *limitFlags) configure(cfg *server.Config, log *slog.Logger, reg *promet
 		Limits:           l.limits,
 		ChildOOMScoreAdj: &l.childOOM,
 		WarmInit:         l.warmInit,
+		WarmInits:        l.warmInits,
 	})
 	if err != nil {
 		return err
