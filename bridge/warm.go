@@ -17,8 +17,8 @@ import (
 // which it applies while it waits on its control pipe for its child. A
 // Start whose process would get the same init (the same containment
 // limits, the same set-up and the same user for the init) takes it and
-// sends it only the child, instead of re-executing the server then; once
-// that child started, the Start has the next one made in the background.
+// sends it only the child, instead of re-executing the server then; the
+// next one is made in the background (when: below).
 // An init re-executed from a large server binary costs milliseconds before
 // it can read its payload (package initproc), and its hardening most of
 // one more: together most of a cold first byte.

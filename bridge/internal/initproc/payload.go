@@ -172,7 +172,7 @@ func readMessage(r io.Reader) ([]byte, error) {
 	if _, err := io.ReadFull(r, n[:]); err != nil {
 		return nil, err
 	}
-	size := int(n[0])<<24 | int(n[1])<<16 | int(n[2])<<8 | int(n[3])
+	size := messageSize(n[:])
 	if size > MaxPayload {
 		return nil, errors.New("init payload of " + strconv.Itoa(size) + " bytes exceeds " + strconv.Itoa(MaxPayload))
 	}
@@ -183,6 +183,11 @@ func readMessage(r io.Reader) ([]byte, error) {
 	return b, nil
 }
 
+// messageSize reads a message's length, b's first 4 bytes.
+func messageSize(b []byte) int {
+	return int(b[0])<<24 | int(b[1])<<16 | int(b[2])<<8 | int(b[3])
+}
+
 // DecodePayload decodes the payload's bytes as they travel: both
 // messages, each with its length.
 func DecodePayload(b []byte) (*Payload, error) {
@@ -191,7 +196,7 @@ func DecodePayload(b []byte) (*Payload, error) {
 		if len(b) < 4 {
 			return nil, errShort
 		}
-		size := int(b[0])<<24 | int(b[1])<<16 | int(b[2])<<8 | int(b[3])
+		size := messageSize(b)
 		if size > len(b)-4 {
 			return nil, errShort
 		}
