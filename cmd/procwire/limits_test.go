@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -44,6 +45,28 @@ func TestLimitFlagSizes(t *testing.T) {
 	require.Equal(t, int64(200), v)
 	for _, s := range []string{"200k", "200KiB", "0", "-3", "x"} {
 		require.Error(t, pids.Set(s), "a count takes no unit: %s", s)
+	}
+}
+
+// TestWarmInitFlags: serve keeps DefaultWarmInits (two) inits warm unless
+// told otherwise, and refuses a count outside 1..64.
+func TestWarmInitFlags(t *testing.T) {
+	parse := func(args ...string) (*limitFlags, error) {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		l := addLimitFlags(fs)
+		return l, fs.Parse(args)
+	}
+	l, err := parse()
+	require.NoError(t, err)
+	require.True(t, l.warmInit)
+	require.Equal(t, 2, l.warmInits)
+	l, err = parse("--warm-inits", "3")
+	require.NoError(t, err)
+	require.Equal(t, 3, l.warmInits)
+	for _, n := range []string{"0", "65", "-1", "x"} {
+		_, err := parse("--warm-inits", n)
+		require.Error(t, err, n)
 	}
 }
 
