@@ -387,6 +387,11 @@ func (l *launch) handOver(setUp bool) error {
 		err = initproc.WritePayload(l.ctlW, pl)
 	}
 	if err != nil {
+		// A warm init that failed its set-up reported why, then exited,
+		// which is why the write failed: its report is the start's error.
+		if serr := l.expect("ready"); serr != nil {
+			return serr
+		}
 		l.abandon()
 		return startFailure(proc.ReasonStartFailed, fmt.Errorf("hand the init its child: %w", err))
 	}

@@ -31,24 +31,25 @@ import (
 // (stderr) and destroyMu (Destroy); the order is destroyMu, then mu or
 // inMu, one at a time, and no two of the others together (doc.go).
 type Process struct {
-	cfg      proc.Config // immutable after Start
-	pid      int         // also the process group id: the child (or the init) is its group's leader
-	pidfd    *pidfd      // the child's (or the init's), on the poller; only waitChild uses it
-	contain  *Containment
-	cgroup   *cgroup       // ContainCgroup: the process's own cgroup
-	v1       *v1Group      // the process's cgroups in v1 hierarchies, for limits
-	statusR  *os.File      // under an init: its status pipe; closed by waitChild
-	status   *bufio.Reader // on statusR
-	ctlW     *os.File      // under an init: our end of its control pipe; see closeCtl
-	ctlClose sync.Once
-	guardian bool // the init is a guardian (initproc.ModeGuardian), not a namespace's pid 1
-	// firstOutput is called by the stdout pump after its first read, by
-	// a timer, and when the pump ends; it acts once (launch.process).
+	cfg       proc.Config // immutable after Start
+	pid       int         // also the process group id: the child (or the init) is its group's leader
+	pidfd     *pidfd      // the child's (or the init's), on the poller; only waitChild uses it
+	contain   *Containment
+	cgroup    *cgroup       // ContainCgroup: the process's own cgroup
+	v1        *v1Group      // the process's cgroups in v1 hierarchies, for limits
+	statusR   *os.File      // under an init: its status pipe; closed by waitChild
+	status    *bufio.Reader // on statusR
+	ctlW      *os.File      // under an init: our end of its control pipe; see closeCtl
+	ctlClose  sync.Once
+	guardian  bool   // the init is a guardian (initproc.ModeGuardian), not a namespace's pid 1
+	pidns     string // under a namespace's init: the namespace, as /proc/PID/ns/pid names it
+	startedAt time.Time
+	notify    chan struct{}                     // capacity 1; see Notify
+	onChange  atomic.Pointer[func(proc.Change)] // see OnChange
+
+	// firstOutput is called by the stdout pump after its first read and
+	// when it ends, and by a timer; it acts once (launch.process).
 	firstOutput func()
-	pidns       string // under a namespace's init: the namespace, as /proc/PID/ns/pid names it
-	startedAt   time.Time
-	notify      chan struct{}                     // capacity 1; see Notify
-	onChange    atomic.Pointer[func(proc.Change)] // see OnChange
 
 	// Our ends of the child's pipes. Destroy closes all three; the stdin pump
 	// also closes stdinW (through closeStdinW) when it is done.

@@ -162,7 +162,7 @@ func (p *Process) pumpStdout() {
 	}
 	r := &stdoutReader{p: p, rc: rc, max: ioChunk}
 	r.read = r.readFd
-	for {
+	for first := true; ; first = false {
 		p.mu.Lock()
 		for p.out.Room() == 0 && p.destroy == destroyNone {
 			if testHookStdoutBlocked != nil {
@@ -178,7 +178,9 @@ func (p *Process) pumpStdout() {
 		p.mu.Unlock()
 
 		err := r.next(room)
-		p.firstOutput()
+		if first {
+			p.firstOutput()
+		}
 		if p.ttyEOF(err) {
 			err = io.EOF // no process holds the terminal's slave any more
 		}
