@@ -55,7 +55,7 @@ func TestMessageInOneWrite(t *testing.T) {
 	}}}
 	p := newProcess("ws"+srv.URL[len("http"):], "inst", Options{HTTPClient: hc})
 	require.NotNil(t, p.dialClient)
-	ws, err := p.dial(t.Context(), "")
+	ws, err := p.dial(t.Context(), "", nil)
 	require.NoError(t, err)
 	defer ws.close()
 	require.NotNil(t, ws.co)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"sync/atomic"
 
 	"github.com/coder/websocket"
@@ -21,6 +22,9 @@ type wsConn struct {
 	cancel context.CancelFunc  // ends the context the connection was dialled with
 	rd     link.Reader         // used by whoever reads (reader)
 	wbuf   []byte              // used by the holder of Process.turn
+	// firstSent: the server took the first frame from the upgrade, and
+	// exchange does not send it.
+	firstSent bool
 
 	// Who reads the connection: its read loop or a blocked Read (see
 	// lend.go). Guarded by Process.mu.
@@ -33,7 +37,10 @@ type wsConn struct {
 // dial opens a connection to the server. ctx bounds the handshake only.
 // processID, when known, goes in the Procwire-Process header (resume and
 // destroy), the instance in Procwire-Instance: a proxy can route on them.
-func (p *Process) dial(ctx context.Context, processID string) (*wsConn, error) {
+// first, when not nil, is the connection's first frame, offered in the
+// upgrade (PROTOCOL.md §1): when the server takes it, the connection's
+// firstSent is set and exchange does not send it again.
+func (p *Process) dial(ctx context.Context, processID string, first frames.Frame) (*wsConn, error) {
 	h := http.Header{}
 	for k, v := range p.opts.HTTPHeader {
 		h[k] = append([]string(nil), v...)
@@ -51,7 +58,13 @@ func (p *Process) dial(ctx context.Context, processID string) (*wsConn, error) {
 	// cancels only while the handshake runs.
 	connCtx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
-	dialCtx, opts, co := p.dialOptions(connCtx, h)
+	sub := []string{frames.Subprotocol}
+	if first != nil {
+		if fs, ok := frames.FirstSubprotocol(frames.Append(nil, first)); ok {
+			sub = append(sub, frames.SubprotocolFirst, fs)
+		}
+	}
+	dialCtx, opts, co := p.dialOptions(connCtx, h, sub)
 	var wrote atomic.Bool // the upgrade request reached a connection
 	dialCtx = httptrace.WithClientTrace(dialCtx, &httptrace.ClientTrace{
 		WroteRequest: func(i httptrace.WroteRequestInfo) { wrote.Store(i.Err == nil) },
@@ -66,20 +79,29 @@ func (p *Process) dial(ctx context.Context, processID string) (*wsConn, error) {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			return nil, &httpError{URL: p.url, Status: resp.Status, StatusCode: resp.StatusCode, Err: err}
 		}
-		if wrote.Load() && ctx.Err() == nil {
+		switch {
+		case wrote.Load() && ctx.Err() == nil:
 			// The server, or a hop, was reached and the connection then
 			// cut within the upgrade's answer: a lost connection.
-			return nil, fmt.Errorf("dial %s: %w: %w", p.url, errHandshakeLost, err)
+			err = fmt.Errorf("dial %s: %w: %w", p.url, errHandshakeLost, err)
+		default:
+			err = fmt.Errorf("dial %s: %w", p.url, err)
 		}
-		return nil, fmt.Errorf("dial %s: %w", p.url, err)
+		if wrote.Load() && len(sub) > 1 {
+			// The first frame went with the request: it may be served.
+			err = firstOfferedError{err}
+		}
+		return nil, err
 	}
-	if got := ws.Subprotocol(); got != frames.Subprotocol {
+	got := ws.Subprotocol()
+	firstSent := len(sub) > 1 && strings.EqualFold(got, frames.SubprotocolFirst)
+	if got != frames.Subprotocol && !firstSent {
 		ws.CloseNow()
 		cancel()
 		return nil, fmt.Errorf("dial %s: server chose subprotocol %q, want %q", p.url, got, frames.Subprotocol)
 	}
 	ws.SetReadLimit(frames.MaxLine)
-	w := &wsConn{ws: ws, co: co, cancel: cancel}
+	w := &wsConn{ws: ws, co: co, cancel: cancel, firstSent: firstSent}
 	w.rd.Init(ws, nil)
 	w.rd.Dec.MaxLine = frames.MaxLine
 	return w, nil
@@ -90,6 +112,13 @@ func (p *Process) dial(ctx context.Context, processID string) (*wsConn, error) {
 // response headers, a reset): the server was reachable, and the dial is
 // worth repeating like any lost connection.
 var errHandshakeLost = errors.New("connection lost during the upgrade")
+
+// firstOfferedError is a failed dial whose upgrade request, with the first
+// frame in it, was written: the server may have served the frame (an open
+// may have started its process) although the dial failed.
+type firstOfferedError struct{ error }
+
+func (e firstOfferedError) Unwrap() error { return e.error }
 
 // httpError is an upgrade the server answered without switching protocols.
 type httpError struct {
@@ -161,7 +190,9 @@ func readError(cl link.Close) error {
 // exchange sends a connection's first frame and returns the answer. An
 // error frame is returned as a *RemoteError.
 func (w *wsConn) exchange(ctx context.Context, first frames.Frame) (frames.Frame, error) {
-	if err := w.write(ctx, first); err != nil {
+	if w.firstSent {
+		w.firstSent = false
+	} else if err := w.write(ctx, first); err != nil {
 		return nil, err
 	}
 	f, err := w.read(ctx)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 
 	"github.com/coder/websocket"
-	"github.com/procwire/procwire/frames"
 	"github.com/procwire/procwire/internal/coalesce"
 )
 
@@ -16,8 +15,7 @@ import (
 // caller's, so proxies cannot route on Procwire-Instance and
 // Options.HTTPClient and HTTPHeader are not used; the Token travels as the
 // bearer subprotocol (PROTOCOL.md §1), never in the URL.
-func (p *Process) dialOptions(ctx context.Context, _ http.Header) (context.Context, *websocket.DialOptions, *coalesce.Coalescer) {
-	sub := []string{frames.Subprotocol}
+func (p *Process) dialOptions(ctx context.Context, _ http.Header, sub []string) (context.Context, *websocket.DialOptions, *coalesce.Coalescer) {
 	if p.opts.Token != "" {
 		sub = append(sub, bearerSubprotocol(p.opts.Token))
 	}

@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/coder/websocket"
-	"github.com/procwire/procwire/frames"
 	"github.com/procwire/procwire/internal/coalesce"
 )
 
@@ -99,11 +98,11 @@ func coalescingClient(hc *http.Client, unixSocket string, envProxy bool) *http.C
 // dialOptions returns the options of one dial, and the context to dial
 // with and the coalescer the connection's writes will go through (nil when
 // the caller's RoundTripper dials).
-func (p *Process) dialOptions(ctx context.Context, h http.Header) (context.Context, *websocket.DialOptions, *coalesce.Coalescer) {
+func (p *Process) dialOptions(ctx context.Context, h http.Header, sub []string) (context.Context, *websocket.DialOptions, *coalesce.Coalescer) {
 	opts := &websocket.DialOptions{
 		HTTPClient:   p.opts.HTTPClient,
 		HTTPHeader:   h,
-		Subprotocols: []string{frames.Subprotocol},
+		Subprotocols: sub,
 	}
 	if p.dialClient == nil {
 		hc := *p.opts.HTTPClient

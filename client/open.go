@@ -20,7 +20,10 @@ func (p *Process) open(ctx context.Context, open *frames.Open, req *frames.Proce
 	failed := 0
 	draining := 0 // failures that were a draining server's refusal
 	for {
-		ws, err := p.dial(ctx, "")
+		ws, err := p.dial(ctx, "", open)
+		if errors.As(err, new(firstOfferedError)) {
+			sent = true // the open went in the upgrade request
+		}
 		if err == nil {
 			sent = true
 			var f frames.Frame
@@ -107,7 +110,7 @@ func (p *Process) destroyByKey(open *frames.Open) {
 	defer cancel()
 	b := p.newBackoff()
 	for {
-		ws, err := p.dial(ctx, "")
+		ws, err := p.dial(ctx, "", nil)
 		if err == nil {
 			err = p.destroyOn(ctx, ws, &frames.Destroy{InstanceID: open.InstanceID, OpenKey: open.OpenKey})
 			ws.close()

@@ -234,13 +234,14 @@ func Attach(ctx context.Context, url string, h Handle, opts *Options) (*Process,
 	p := newProcess(url, h.InstanceID, o)
 	from := int64(0)
 	for gap := false; ; gap = true {
-		ws, err := p.dial(ctx, h.ProcessID)
+		resume := &frames.Resume{ProcessID: h.ProcessID, Token: h.Token, StdoutReceived: from}
+		ws, err := p.dial(ctx, h.ProcessID, resume)
 		if err != nil {
 			p.stopLife()
 			return nil, fmt.Errorf("procwire: attach: %w", err)
 		}
 		var f frames.Frame
-		f, err = ws.exchange(ctx, &frames.Resume{ProcessID: h.ProcessID, Token: h.Token, StdoutReceived: from})
+		f, err = ws.exchange(ctx, resume)
 		var re *RemoteError
 		if !gap && errors.As(err, &re) && re.Frame.Reason == "replay_gap" && re.Frame.Gap != nil && re.Frame.Gap.Oldest > from {
 			ws.close()

@@ -353,7 +353,11 @@ func attemptBound(heartbeat time.Duration) time.Duration {
 // errStop once it settled). reached reports whether the server was
 // reached: the upgrade was answered.
 func (p *Process) attempt(ctx context.Context, destroying bool, resume *frames.Resume, destroy *frames.Destroy) (_ *wsConn, reached bool, _ error) {
-	ws, err := p.dial(ctx, resume.ProcessID)
+	var first frames.Frame = resume
+	if destroying {
+		first = nil // destroyVia sends the destroy
+	}
+	ws, err := p.dial(ctx, resume.ProcessID, first)
 	if err != nil {
 		var he *httpError
 		return nil, errors.As(err, &he), err
@@ -463,7 +467,7 @@ func (p *Process) destroyRemote(ctx context.Context) error {
 		if settled {
 			return nil
 		}
-		ws, err := p.dial(ctx, d.ProcessID)
+		ws, err := p.dial(ctx, d.ProcessID, nil)
 		if err == nil {
 			err = p.destroyVia(ctx, ws, d)
 			ws.close()

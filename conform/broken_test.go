@@ -54,6 +54,10 @@ type fault struct {
 	// dropBearer does not pass the bearer subprotocol on, as a server
 	// that ignores it would.
 	dropBearer bool
+	// dropFirst does not pass a first frame offered in the upgrade on,
+	// yet selects procwire.v1.first for the client: a server that claims
+	// the frame and never serves it.
+	dropFirst bool
 	// silent accepts every upgrade (no token, origin or subprotocol
 	// check; procwire.v1 selected when offered) and then says nothing:
 	// it reads and drops every message and never answers or closes.
@@ -87,6 +91,9 @@ func brokenServer(t *testing.T, f fault) string {
 				if p = strings.TrimSpace(p); f.dropBearer && strings.HasPrefix(p, frames.BearerSubprotocolPrefix) {
 					continue
 				}
+				if f.dropFirst && (p == frames.SubprotocolFirst || strings.HasPrefix(p, frames.FirstSubprotocolPrefix)) {
+					continue
+				}
 				offered = append(offered, p)
 			}
 		}
@@ -106,6 +113,9 @@ func brokenServer(t *testing.T, f fault) string {
 		var subs []string
 		if up.Subprotocol() != "" {
 			subs = []string{up.Subprotocol()}
+		}
+		if f.dropFirst {
+			subs = append([]string{frames.SubprotocolFirst}, subs...)
 		}
 		down, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: subs, InsecureSkipVerify: true})
 		if err != nil {
@@ -437,6 +447,12 @@ var faults = []struct {
 		fault: func() fault { return fault{dropBearer: true} },
 		catch: "handshake-bearer-subprotocol",
 		quote: "an upgrade carrying the token only as subprotocol procwire.bearer.<token> was refused: 401",
+	},
+	{
+		name:  "the first frame in the upgrade claimed and dropped",
+		fault: func() fault { return fault{dropFirst: true} },
+		catch: "handshake-first-frame",
+		quote: "waiting for the answer to the open (in the upgrade: true)",
 	},
 	{
 		name:  "a server that accepts every upgrade and says nothing",

@@ -2,7 +2,9 @@ package conform
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/coder/websocket"
 
@@ -89,4 +91,90 @@ func caseOrigin(ctx context.Context, t *T) {
 		t.Fatalf("an upgrade with the request's own host as Origin (%s) was refused: %s", own, statusOf(resp, err))
 	}
 	p.cut()
+}
+
+// firstOffer returns the subprotocols that offer msg as the first frame in
+// the upgrade (PROTOCOL.md §1).
+func firstOffer(t *T, msg []byte) []string {
+	sub, ok := frames.FirstSubprotocol(msg)
+	if !ok {
+		panic("conform: a first frame sample too long for the upgrade")
+	}
+	return []string{frames.Subprotocol, frames.SubprotocolFirst, sub}
+}
+
+// caseFirstInUpgrade checks the first frame in the upgrade (PROTOCOL.md
+// §1): a server may take it, or leave it and read the frame from the
+// connection; either way the connection is served, and the frame is never
+// echoed.
+func caseFirstInUpgrade(ctx context.Context, t *T) {
+	open := &frames.Open{InstanceID: t.instance(), Request: t.sh(`echo first; exec cat`)}
+	offer := firstOffer(t, frames.Append(nil, open))
+	p, resp, err := t.r.dial(ctx, dialOptions{subprotocols: offer})
+	if err != nil {
+		t.Fatalf("an upgrade offering the first frame was refused: %s", statusOf(resp, err))
+	}
+	if got := resp.Header.Values("Sec-WebSocket-Protocol"); len(got) != 1 || got[0] != p.ws.Subprotocol() || strings.Contains(got[0], frames.FirstSubprotocolPrefix) {
+		p.cut()
+		t.Fatalf("the upgrade answered Sec-WebSocket-Protocol %q: the first frame must never be selected or echoed", got)
+	}
+	taken := false
+	switch got := p.ws.Subprotocol(); got {
+	case frames.SubprotocolFirst:
+		taken = true
+	case frames.Subprotocol:
+		t.Notef("the server selected %s: it reads the first frame from the connection, which the protocol allows", frames.Subprotocol)
+		if err := p.send(ctx, open); err != nil {
+			t.Fatalf("open: %v", err)
+		}
+	default:
+		p.cut()
+		t.Fatalf("an upgrade offering %q negotiated %q", offer[:2], got)
+	}
+	first, err := t.nextAnswer(ctx, p)
+	if err != nil {
+		t.Fatalf("waiting for the answer to the open (in the upgrade: %v): %v", taken, err)
+	}
+	o, ok := first.(*frames.Opened)
+	if !ok {
+		t.Fatalf("the open (in the upgrade: %v) answered %s, not opened", taken, show(first))
+	}
+	t.opened = append(t.opened, opened{o.ProcessID, o.Token})
+	t.awaitStdout(ctx, p, "first\n", " from the process the upgrade's open started")
+	if !taken {
+		t.destroyOn(ctx, p, o.ProcessID)
+		return
+	}
+	// Taken, it was the first frame: an open sent now is a second one.
+	if err := p.send(ctx, open); err != nil {
+		t.Fatalf("second open: %v", err)
+	}
+	t.expectClose(ctx, p, "an open sent after the upgrade carried one", websocket.StatusProtocolError,
+		func(f frames.Frame) bool { return f.Type() == frames.TypeCredit || f.Type() == frames.TypeStdout }, nil)
+	// A resume in the upgrade is served as a resume.
+	sub := firstOffer(t, frames.Append(nil, &frames.Resume{ProcessID: o.ProcessID, Token: o.Token, StdoutReceived: int64(len("first\n"))}))
+	p, resp, err = t.r.dial(ctx, dialOptions{subprotocols: sub})
+	if err != nil {
+		t.Fatalf("an upgrade offering a resume was refused: %s", statusOf(resp, err))
+	}
+	if p.ws.Subprotocol() != frames.SubprotocolFirst {
+		t.Fatalf("a server that took an open in the upgrade negotiated %q for a resume", p.ws.Subprotocol())
+	}
+	p.expectFrom(int64(len("first\n")), 0)
+	if first, err = t.nextAnswer(ctx, p); err != nil {
+		t.Fatalf("waiting for the answer to the resume in the upgrade: %v", err)
+	} else if _, ok := first.(*frames.Resumed); !ok {
+		t.Fatalf("the resume in the upgrade answered %s, not resumed", show(first))
+	}
+	t.destroyOn(ctx, p, o.ProcessID)
+	// A first frame in the upgrade that does not decode closes as one in a
+	// message does.
+	s := firstFrameSamples(t.instance())[0]
+	want := decodeReason(s)
+	p, resp, err = t.r.dial(ctx, dialOptions{subprotocols: firstOffer(t, []byte(s.line+"\n"))})
+	if err != nil {
+		t.Fatalf("an upgrade offering %s was refused: %s", s.what, statusOf(resp, err))
+	}
+	t.expectClose(ctx, p, fmt.Sprintf("%s in the upgrade (%s)", s.what, s.line), websocket.StatusInvalidFramePayloadData, nil,
+		func(r string) bool { return r == want || strings.HasPrefix(r, want+": ") })
 }

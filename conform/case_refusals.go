@@ -89,18 +89,24 @@ var sessionSamples = []decodeSample{
 // the reference decoder gives: "<frame>.<field>: <kind>", optionally
 // followed by ": " and a detail.
 func (t *T) expectDecodeClose(ctx context.Context, p *peer, s decodeSample) {
-	_, err := frames.Decode([]byte(s.line + "\n"))
-	de, ok := errors.AsType[*frames.DecodeError](err)
-	if !ok {
-		panic(fmt.Sprintf("conform: sample %q decodes", s.line))
-	}
-	want := (&frames.DecodeError{Frame: de.Frame, Field: de.Field, Kind: de.Kind}).Error()
+	want := decodeReason(s)
 	if err := p.sendRaw(ctx, []byte(s.line+"\n")); err != nil {
 		t.Fatalf("%s: %v", s.what, err)
 	}
 	t.expectClose(ctx, p, fmt.Sprintf("%s (%s)", s.what, s.line), websocket.StatusInvalidFramePayloadData,
 		func(f frames.Frame) bool { return f.Type() == frames.TypeCredit },
 		func(r string) bool { return r == want || strings.HasPrefix(r, want+": ") })
+}
+
+// decodeReason is the close reason the reference decoder gives for s:
+// "<frame>.<field>: <kind>".
+func decodeReason(s decodeSample) string {
+	_, err := frames.Decode([]byte(s.line + "\n"))
+	de, ok := errors.AsType[*frames.DecodeError](err)
+	if !ok {
+		panic(fmt.Sprintf("conform: sample %q decodes", s.line))
+	}
+	return (&frames.DecodeError{Frame: de.Frame, Field: de.Field, Kind: de.Kind}).Error()
 }
 
 func caseDecodeErrors(ctx context.Context, t *T) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -194,7 +195,7 @@ func (m *firstMessage) release() {
 func (c *conn) readFirstFrame(ctx context.Context) (f frames.Frame, st closeStatus, ok bool, release func()) {
 	m := &firstMessage{b: c.srv.budget}
 	release = m.release
-	typ, r, err := c.ws.Reader(ctx)
+	typ, r, err := c.firstReader(ctx)
 	if err != nil {
 		return nil, linkStatus(link.ReadFailure(err)), false, release
 	}
@@ -218,6 +219,17 @@ func (c *conn) readFirstFrame(ctx context.Context) (f frames.Frame, st closeStat
 		m.release()
 	}
 	return f, closeStatus{}, true, release
+}
+
+// firstReader returns the first message's reader: the message the upgrade
+// carried (at most frames.MaxFirstSubprotocol), once: it is read as if it
+// had come over the connection, within the same budget and limits; else the connection's first message.
+func (c *conn) firstReader(ctx context.Context) (websocket.MessageType, io.Reader, error) {
+	if msg := c.first; msg != nil {
+		c.first = nil
+		return websocket.MessageText, bytes.NewReader(msg), nil
+	}
+	return c.ws.Reader(ctx)
 }
 
 // defaultMaxMemory is DefaultMaxMemoryShare of the machine's memory

@@ -90,6 +90,7 @@ type conn struct {
 	route  routeHeaders // the upgrade's routing headers
 	seq    uint64       // the order in which the server took the connection's upgrade request
 	guard  *msgGuard    // the connection beneath ws; nil in tests that dial no socket
+	first  []byte       // the first message, when the upgrade carried it (PROTOCOL.md §1)
 	// ctx bounds the first frame's read; cancel drops the connection at
 	// once (no close handshake): it closes ws, which ends every blocking
 	// call on it.

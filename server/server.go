@@ -165,6 +165,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// higher even when this handler is slow to go on after answering.
 	seq := s.connSeq.Add(1)
 	opts := s.acceptOpts
+	// The first message may come in the upgrade (PROTOCOL.md §1): taking
+	// it is answered by selecting SubprotocolFirst.
+	first, hasFirst := frames.FirstFromSubprotocols(r.Header.Values("Sec-WebSocket-Protocol"))
+	if hasFirst {
+		opts.Subprotocols = firstSubprotocols
+	}
 	co := &coalesce.Coalescer{}
 	rec := &statusRecorder{ResponseWriter: w, co: co}
 	ws, err := websocket.Accept(rec, r, &opts)
@@ -177,7 +183,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.logRefused(log, reason, "status", rec.status, "err", err)
 		return
 	}
-	if ws.Subprotocol() != frames.Subprotocol {
+	taken := hasFirst && strings.EqualFold(ws.Subprotocol(), frames.SubprotocolFirst)
+	if ws.Subprotocol() != frames.Subprotocol && !taken {
 		s.m.refused(refuseSubprotocol, int(websocket.StatusProtocolError))
 		s.logRefused(log, refuseSubprotocol, "code", int(websocket.StatusProtocolError))
 		_ = ws.Close(websocket.StatusProtocolError, "subprotocol "+frames.Subprotocol+" required")
@@ -188,6 +195,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.log = log
 	c.route = routeFrom(r)
 	c.guard = rec.guard
+	if taken {
+		c.first = first
+	}
 	if !s.addConn(c) {
 		s.m.refused(refuseShutdown, int(websocket.StatusGoingAway))
 		s.logRefused(log, refuseShutdown, "code", int(websocket.StatusGoingAway))
@@ -201,6 +211,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	s.hook(hookConnClosed, r.RemoteAddr)
 }
+
+// firstSubprotocols are the subprotocols a server selects from when the
+// upgrade carries the first message: SubprotocolFirst, which says it took
+// it, before Subprotocol.
+var firstSubprotocols = []string{frames.SubprotocolFirst, frames.Subprotocol}
 
 // refuseHTTP answers a request refused before the upgrade, logs the
 // refusal with its reason and counts it.

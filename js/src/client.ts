@@ -37,7 +37,7 @@ import {
 } from "./frames.js";
 import { SandboxError, SandboxOperationFailed, contractError, sandboxError } from "./errors.js";
 import { Failure, protocolError, surface } from "./failure.js";
-import { bearerSubprotocol, dial, isLoopback, isWsClass, webSocketClass, type CloseInfo, type Transport, type WebSocketClass } from "./transport.js";
+import { bearerSubprotocol, dial, isLoopback, isWsClass, takeEarly, webSocketClass, type CloseInfo, type FirstOffer, type Transport, type WebSocketClass } from "./transport.js";
 
 /** Options of openProcess. Every field is optional. */
 export interface OpenOptions {
@@ -675,9 +675,12 @@ class Proc {
     return h;
   }
 
-  private dial(byProcess: boolean, timeout: number, signal?: AbortSignal): Promise<Transport> {
+  // dial connects; first, when given, is offered in the upgrade
+  // (PROTOCOL.md §1), and exchange then sends it only if the server did not
+  // take it.
+  private dial(byProcess: boolean, timeout: number, signal?: AbortSignal, first?: FirstOffer): Promise<Transport> {
     const extra = this.opts.token && this.tokenInSubprotocol() ? [bearerSubprotocol(this.opts.token)] : [];
-    return dial(this.C, this.url, this.headers(byProcess), extra, timeout, signal);
+    return dial(this.C, this.url, this.headers(byProcess), extra, timeout, signal, first);
   }
 
   // exchange sends a first frame and returns the first answer, or throws.
@@ -711,7 +714,9 @@ class Proc {
         done();
         reject(closeError(info));
       };
-      t.send(encode(first));
+      if (t.firstSent) t.firstSent = false; // the server took it from the upgrade
+      else t.send(encode(first));
+      takeEarly(t); // its answer may have come already
     });
   }
 
@@ -746,8 +751,12 @@ class Proc {
     for (;;) {
       let err: unknown;
       let t: Transport | undefined;
+      // The open goes in the upgrade with ws, whose failures tell whether
+      // the request was sent; a browser's do not, and a browser sends it
+      // as a message, so that a wrong address fails at once.
+      const offer: FirstOffer | undefined = isWsClass(this.C) ? { line: encode(this.openFrame) } : undefined;
       try {
-        t = await this.dial(false, left(), signal);
+        t = await this.dial(false, left(), signal, offer);
         sent = true;
         const f = await this.exchange(t, this.openFrame, left(), signal);
         if (f.type !== "opened") throw protocolError(f.type, "unexpected answer to open");
@@ -756,6 +765,7 @@ class Proc {
         return;
       } catch (e) {
         err = e;
+        if (offer?.mayBeServed) sent = true; // the open went with the request
       }
       if (signal?.aborted) {
         // Aborted: whatever the open may have started is destroyed by its
@@ -1534,6 +1544,7 @@ class Proc {
         reject(closeError(info));
       };
       t.send(encode(d));
+      takeEarly(t);
     });
   }
 
@@ -1619,11 +1630,11 @@ class Proc {
   // grace ends; as the Go client does.
   private async reattach(deadline: number, signal: AbortSignal): Promise<void> {
     const end = Math.min(deadline, Date.now() + Math.max(this.heartbeat, 1000));
-    const t = await this.dial(true, Math.max(1, end - Date.now()), signal);
+    const resume: ResumeFrame = { type: "resume", process_id: this.id, token: this.token, stdout_received: this.outReceived, stderr_received: this.errRecv };
+    if (this.pingsAsked) resume.pings = true;
+    const t = await this.dial(true, Math.max(1, end - Date.now()), signal, { line: encode(resume) });
     this.reached = true;
     try {
-      const resume: ResumeFrame = { type: "resume", process_id: this.id, token: this.token, stdout_received: this.outReceived, stderr_received: this.errRecv };
-      if (this.pingsAsked) resume.pings = true;
       const f = await this.exchange(t, resume, Math.max(1, end - Date.now()), signal);
       if (f.type !== "resumed") throw protocolError(f.type, "unexpected answer to resume");
       this.checkResumed(f);

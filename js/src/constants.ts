@@ -8,6 +8,10 @@
 export const SUBPROTOCOL = "procwire.v1";
 /** The evidence's wire_revision. */
 export const WIRE_REVISION = "procwire.v1";
+/** The subprotocol a server selects when it took the first frame from the upgrade (PROTOCOL.md §1). */
+export const SUBPROTOCOL_FIRST = "procwire.v1.first";
+/** The prefix of the subprotocol that carries the first frame in the upgrade, in base64url without padding. */
+export const FIRST_SUBPROTOCOL_PREFIX = "procwire.first.";
 
 /** Largest decoded payload of one stdin/stdout/stderr frame. */
 export const MAX_DATA = 262144;
@@ -31,6 +35,8 @@ export const MIN_WINDOW = 1 << 10;
 export const MAX_WINDOW = 1 << 30;
 /** Longest WebSocket close reason, in bytes. */
 export const MAX_CLOSE_REASON = 123;
+/** Longest first-frame subprotocol (prefix included) a client offers, and a server must accept. */
+export const MAX_FIRST_SUBPROTOCOL = 4096;
 
 // WebSocket close codes (PROTOCOL.md §7).
 /** After destroyed, or after an error answering a first frame. */

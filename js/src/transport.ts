@@ -1,6 +1,6 @@
 // One WebSocket connection, over the `ws` package or a WHATWG WebSocket.
 
-import { CLOSE_NORMAL, MAX_LINE, SUBPROTOCOL } from "./frames.js";
+import { CLOSE_NORMAL, FIRST_SUBPROTOCOL_PREFIX, MAX_FIRST_SUBPROTOCOL, MAX_LINE, SUBPROTOCOL, SUBPROTOCOL_FIRST } from "./frames.js";
 import { Failure, protocolError } from "./failure.js";
 
 /**
@@ -20,6 +20,14 @@ export interface CloseInfo {
 
 /** The operations the session needs from a connection. */
 export interface Transport {
+  /** The server took the first frame from the upgrade (PROTOCOL.md §1): it must not be sent. */
+  firstSent?: boolean;
+  /**
+   * What arrived before the first handlers were set: the answer to a first
+   * frame taken from the upgrade can come before the dial's caller runs.
+   * Whoever sets onMessage and onClose first takes it (takeEarly).
+   */
+  early?: Early;
   send(text: string): void;
   /** Closes politely (code 1000). */
   close(): void;
@@ -97,6 +105,38 @@ export function bearerSubprotocol(token: string): string {
   return BEARER_PREFIX + btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 }
 
+/**
+ * The subprotocol carrying line, a connection's first message as it would
+ * be sent (its JSON and its "\n"), in the upgrade (PROTOCOL.md §1); undefined
+ * when it would be over MAX_FIRST_SUBPROTOCOL.
+ */
+export function firstSubprotocol(line: string): string | undefined {
+  const b = encoder.encode(line);
+  if (FIRST_SUBPROTOCOL_PREFIX.length + Math.ceil((b.length * 4) / 3) > MAX_FIRST_SUBPROTOCOL) return undefined;
+  let bin = "";
+  for (let i = 0; i < b.length; i++) bin += String.fromCharCode(b[i]!);
+  return FIRST_SUBPROTOCOL_PREFIX + btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+/**
+ * Node's codes of a dial that failed before its request could be written
+ * (nothing reached a server): such a failure with a first frame offered
+ * started nothing.
+ */
+const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "ENOENT", "ERR_INVALID_URL"]);
+
+/**
+ * A first frame to offer in the upgrade (PROTOCOL.md §1): line is the
+ * message as it would be sent. dial sets mayBeServed when it offered the
+ * frame and the request may have reached a server, even if the dial then
+ * failed: the frame may have been served (an open may have started its
+ * process).
+ */
+export interface FirstOffer {
+  line: string;
+  mayBeServed?: boolean;
+}
+
 /** Whether hostname (a URL's) names the loopback interface. */
 export function isLoopback(hostname: string): boolean {
   const h = hostname.toLowerCase().replace(/^\[|\]$/g, "");
@@ -110,22 +150,27 @@ export function isLoopback(hostname: string): boolean {
  * (unauthorized for a 401 or 403, connection_failed otherwise, timed_out
  * after timeoutMs), or with signal.reason when signal aborts.
  */
-export function dial(C: WebSocketClass, url: string, headers: Record<string, string>, extra: string[], timeoutMs: number, signal?: AbortSignal): Promise<Transport> {
+export function dial(C: WebSocketClass, url: string, headers: Record<string, string>, extra: string[], timeoutMs: number, signal?: AbortSignal, first?: FirstOffer): Promise<Transport> {
   const protocols = [SUBPROTOCOL, ...extra];
+  const offered = first !== undefined ? firstSubprotocol(first.line) : undefined;
+  if (offered) protocols.push(SUBPROTOCOL_FIRST, offered);
   return new Promise<Transport>((resolve, reject) => {
     let settled = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
     let abortSock = () => {};
-    const fail = (why: string, err?: unknown) => {
+    // fail rejects with err, or connection_failed; sent says whether the
+    // request may have reached a server (undefined: it may have).
+    const fail = (why: string, err?: unknown, sent?: boolean) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
       abortSock();
+      if (offered && sent !== false) first!.mayBeServed = true;
       reject(err ?? new Failure("connection_failed", `dial ${url}: ${why}`));
     };
     const onAbort = () => fail("aborted", signal!.reason);
-    if (signal?.aborted) return fail("aborted", signal.reason);
+    if (signal?.aborted) return fail("aborted", signal.reason, false);
     signal?.addEventListener("abort", onAbort);
     timer = setTimeout(() => fail("", new Failure("timed_out", `dial ${url}: no connection within ${timeoutMs} ms`)), timeoutMs);
     const opened = (t: Transport, protocol: string) => {
@@ -133,8 +178,10 @@ export function dial(C: WebSocketClass, url: string, headers: Record<string, str
       settled = true;
       clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
-      if (protocol !== SUBPROTOCOL) {
+      t.firstSent = offered !== undefined && protocol.toLowerCase() === SUBPROTOCOL_FIRST;
+      if (protocol !== SUBPROTOCOL && !t.firstSent) {
         t.terminate();
+        if (offered) first!.mayBeServed = true;
         reject(new Failure("protocol_violation", `dial ${url}: server chose subprotocol ${JSON.stringify(protocol)}, want ${SUBPROTOCOL}`));
         return;
       }
@@ -152,9 +199,10 @@ export function dial(C: WebSocketClass, url: string, headers: Record<string, str
         sock.on("unexpected-response", (_req: unknown, res: { statusCode?: number; statusMessage?: string; resume?: () => void }) => {
           res.resume?.();
           const why = `dial ${url}: HTTP ${res.statusCode} ${res.statusMessage ?? ""}`.trim();
-          fail(why, res.statusCode === 401 || res.statusCode === 403 ? new Failure("unauthorized", why) : undefined);
+          // Answered without an upgrade: nothing was served.
+          fail(why, res.statusCode === 401 || res.statusCode === 403 ? new Failure("unauthorized", why) : undefined, false);
         });
-        sock.on("error", (e: Error) => fail(e.message));
+        sock.on("error", (e: Error & { code?: string }) => fail(e.message, undefined, NOT_SENT.has(e.code ?? "") ? false : undefined));
         sock.on("close", (code: number) => fail(`closed with ${code} before the upgrade`));
       } else {
         if (Object.keys(headers).some((h) => h.toLowerCase() === "authorization")) {
@@ -183,6 +231,34 @@ export function dial(C: WebSocketClass, url: string, headers: Record<string, str
   });
 }
 
+/** Messages, and the close, that came before a transport had handlers. */
+export interface Early {
+  backlog: Uint8Array[];
+  closed?: CloseInfo;
+}
+
+/** The handlers a transport starts with: they keep what comes in t.early. */
+function keepEarly(t: Transport): void {
+  const early: Early = { backlog: [] };
+  t.early = early;
+  t.onMessage = (l) => early.backlog.push(l);
+  t.onClose = (i) => {
+    early.closed = i;
+  };
+}
+
+/**
+ * takeEarly hands what came before t had handlers to the handlers just set,
+ * in order: each message to the onMessage of the moment, then the close.
+ */
+export function takeEarly(t: Transport): void {
+  const early = t.early;
+  if (!early) return;
+  t.early = undefined;
+  for (const l of early.backlog) t.onMessage(l);
+  if (early.closed) t.onClose(early.closed);
+}
+
 function wsTransport(sock: WsLike): Transport {
   let error: Error | undefined;
   const t: Transport = {
@@ -194,6 +270,7 @@ function wsTransport(sock: WsLike): Transport {
     onClose: () => {},
     onPong: () => {},
   };
+  keepEarly(t);
   sock.on("message", (data: Uint8Array | ArrayBuffer | Uint8Array[], isBinary: boolean) => {
     if (isBinary) {
       error ??= protocolError("", "a binary message");
@@ -239,6 +316,7 @@ function whatwgTransport(sock: WhatwgLike): Transport {
     onClose: () => {},
     onPong: () => {},
   };
+  keepEarly(t);
   sock.onmessage = (ev) => {
     if (typeof ev.data !== "string") {
       error ??= protocolError("", "a binary message");

@@ -550,3 +550,85 @@ test("an open's retry backoff is cut by its signal: rejects with the reason afte
   assert.equal((await got).open_key.length, 64);
   await srv.close();
 });
+
+// The first frame in the upgrade (PROTOCOL.md §1): the open, and the resume
+// after a lost connection, travel as the subprotocol procwire.first.<b64url>
+// beside procwire.v1.first; a server that selects procwire.v1.first gets no
+// message for them, one that selects procwire.v1 gets them as messages.
+test("the open and the resume go in the upgrade when the server takes them, as messages when it does not", async () => {
+  for (const takes of [true, false]) {
+    const firsts = [];
+    const messages = [];
+    let first;
+    const srv = await fake(
+      async ({ ws, request, next, send }) => {
+        const offered = request.headers["sec-websocket-protocol"].split(",").map((s) => s.trim());
+        const tok = offered.find((s) => s.startsWith("procwire.first."));
+        const f = takes && tok ? decode(Buffer.from(tok.slice("procwire.first.".length), "base64url")) : await next();
+        if (f.type === "destroy") {
+          send({ type: "destroyed", process_id: PID });
+          ws.close(1000);
+          return;
+        }
+        assert.ok(offered.includes("procwire.v1") && offered.includes("procwire.v1.first") && tok, `${f.type}: the first frame is offered`);
+        firsts.push(f.type);
+        if (f.type === "open") {
+          first = await opened(f);
+          send(first);
+          ws.terminate(); // a lost connection: the client resumes
+          return;
+        }
+        assert.equal(f.type, "resume");
+        assert.equal(f.token, TOKEN);
+        send({ type: "resumed", process_id: PID, evidence: first.evidence, stdin_received: 0, stdin_limit: 65536 });
+        send({ type: "stdout", off: 0, data: new TextEncoder().encode("hi\n") });
+        const m = await next(); // the first message after the resume: the handle's destroy
+        messages.push(m.type);
+        if (takes) {
+          // The fake answers an in-session destroy itself only after a first message.
+          send({ type: "destroyed", process_id: PID });
+          ws.close(1000);
+        }
+      },
+      { handleProtocols: (protocols) => (takes && protocols.has("procwire.v1.first") ? "procwire.v1.first" : "procwire.v1") },
+    );
+    const p = await openProcess(srv.url, "inst-first", req("cat"), { reconnectMin: 5 });
+    const r = p.output.getReader();
+    assert.equal(new TextDecoder().decode((await r.read()).value), "hi\n");
+    r.releaseLock();
+    await p.destroy();
+    assert.deepEqual(firsts, ["open", "resume"], `takes ${takes}`);
+    assert.deepEqual(messages, ["destroy"], `takes ${takes}: no resume message`);
+    await srv.close();
+  }
+});
+
+test("an open cut inside the upgrade that carried it is destroyed by its key", async () => {
+  let conns = 0;
+  let destroyed;
+  const got = new Promise((r) => (destroyed = r));
+  const srv = await fake(
+    async ({ ws, request, next, send }) => {
+      conns++;
+      const offered = request.headers["sec-websocket-protocol"] ?? "";
+      if (offered.includes("procwire.first.")) {
+        ws.terminate(); // as if cut after the server took the open
+        return;
+      }
+      const f = await next();
+      assert.equal(f.type, "destroy");
+      assert.ok(f.open_key, "destroy by the open's key");
+      destroyed(f);
+      send({ type: "destroyed", process_id: PID });
+      ws.close(1000);
+    },
+    { handleProtocols: (protocols) => (protocols.has("procwire.v1.first") ? "procwire.v1.first" : "procwire.v1") },
+  );
+  const ac = new AbortController();
+  const opening = openProcess(srv.url, "inst-cut", req("cat"), { reconnectMin: 5, reconnectMax: 10, resumeBudget: 2, signal: ac.signal });
+  await assert.rejects(opening);
+  const d = await got;
+  assert.equal(d.instance_id, "inst-cut");
+  assert.ok(conns >= 3, "two opens, then the destroy");
+  await srv.close();
+});

@@ -92,6 +92,17 @@ test("the same vectors where there is no Buffer (browsers): the codec's own base
   const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url)], { env, encoding: "utf8" });
   assert.equal(r.status, 0, r.stdout + r.stderr);
   assert.match(r.stdout, /golden invalid: (\d+) of \1 passed/);
-  assert.match(r.stdout, /^# pass 3$/m);
+  assert.match(r.stdout, /^# pass 4$/m);
   assert.match(r.stdout, /^# fail 0$/m);
+});
+
+test("first_subprotocol.json: the subprotocol carrying each first message, as Go encodes it, and the message re-encoded", async () => {
+  const { firstSubprotocol } = await import("../dist/transport.js");
+  const vectors = JSON.parse(readFileSync(dir + "first_subprotocol.json", "utf8"));
+  assert.ok(vectors.length >= 3);
+  for (const v of vectors) {
+    assert.equal(firstSubprotocol(v.message), v.subprotocol);
+    assert.equal(encode(decode(v.message)), v.message);
+  }
+  assert.equal(firstSubprotocol("x".repeat(4096)), undefined, "over MAX_FIRST_SUBPROTOCOL: not offered");
 });

@@ -145,12 +145,18 @@ test("pipeTo(input, { signal }) aborted while the pipe waits for credit settles 
 });
 
 // Hooked is ws's WebSocket, calling Hooked.hook(event) when the open frame
-// was sent ("sent") and when the first answer arrived ("answered").
+// was sent ("sent": in the upgrade request, or as a message when it is too
+// long for the upgrade) and when the first answer arrived ("answered").
 class Hooked extends WebSocket {
   static hook = () => {};
-  constructor(...args) {
-    super(...args);
+  static dials = []; // per dial: whether it carried the first frame
+  constructor(url, protocols, ...rest) {
+    super(url, protocols, ...rest);
     this.on("message", () => Hooked.hook("answered"));
+    const inUpgrade = protocols.some((p) => p.startsWith("procwire.first."));
+    Hooked.dials.push(inUpgrade);
+    // The request is written once the socket connects.
+    if (inUpgrade) this._req?.once("finish", () => Hooked.hook("sent"));
   }
   send(data, ...rest) {
     super.send(data, ...rest);
@@ -158,20 +164,25 @@ class Hooked extends WebSocket {
   }
 }
 
-for (const moment of ["before", "dialing", "sent", "answered", "answered-later"]) {
+for (const moment of ["before", "dialing", "sent", "sent-message", "answered", "answered-later"]) {
   test(`openProcess aborted ${moment}: rejects with signal.reason and leaves no process behind`, { timeout: 30_000 }, async () => {
     const mark = marker();
     const ac = new AbortController();
     const why = new Error(`abort ${moment}`);
     Hooked.hook = (ev) => {
-      if (moment === ev) ac.abort(why);
+      if (moment === ev || (moment === "sent-message" && ev === "sent")) ac.abort(why);
       if (moment === "answered-later" && ev === "answered") queueMicrotask(() => queueMicrotask(() => ac.abort(why)));
     };
     if (moment === "before") ac.abort(why);
-    const opening = openProcess(srv.url, instance("abort-open"), req("sleep", mark), { WebSocket: Hooked, signal: ac.signal });
+    // An open over MAX_FIRST_SUBPROTOCOL goes as a message.
+    const r = req("sleep", mark);
+    if (moment === "sent-message") r.environment = { ...r.environment, PAD: "x".repeat(4096) };
+    Hooked.dials = [];
+    const opening = openProcess(srv.url, instance("abort-open"), r, { WebSocket: Hooked, signal: ac.signal });
     if (moment === "dialing") ac.abort(why);
     await assert.rejects(opening, (e) => e === why);
     assert.ok(await gone(mark), "no process left");
+    if (moment === "sent" || moment === "sent-message") assert.equal(Hooked.dials[0], moment === "sent", "the open in the upgrade");
     Hooked.hook = () => {};
   });
 }
