@@ -15,6 +15,8 @@ import (
 //
 // Who reads a connection is its reader state, guarded by Process.mu:
 //
+//	(a connection's loop starts, nothing waits) --> lent
+//	(a connection's loop starts, a call waits) --> loopReads
 //	loopReads --(a frame read with a lender waiting, no other waiter)--> lent
 //	lent --(the lender reads)--> borrowed --(its frame handled)--> lent
 //	lent --(a waiter, a ping, or unread for an idle period)--> loopReads
@@ -59,6 +61,12 @@ const lendIdle = 20 * time.Millisecond
 // held, and released for the read.
 func (p *Process) borrowLocked(ctx context.Context, s *Stream) bool {
 	ws := p.rconn
+	if ws == nil && ctx.Done() == nil && p.lender == nil && p.waiters == 0 {
+		// No connection yet (its loop is starting, or a reconnection
+		// runs): the next one's loop lends it to this Read at once.
+		p.lender = s
+		return false
+	}
 	if ws == nil || ctx.Done() != nil || ws.reader != lent && ws.reader != loopReads {
 		return false
 	}

@@ -254,3 +254,26 @@ func TestLendingAcrossCuts(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, st.Success(), "%v", st)
 }
+
+// A connection's loop lends the socket from the start when nothing waits:
+// the first output of a fresh process, the cold start's first byte, is
+// read by the caller's Read, not handed over by the loop. A Wait alone
+// still gets the exit (it takes the socket back).
+func TestFirstOutputReadByTheCaller(t *testing.T) {
+	e := newEnv(t, server.Config{})
+	c := ctx(t)
+	for range 5 {
+		p := open(t, e.url, req("echo", "hi"), nil)
+		require.Equal(t, "hi\n", readLine(t, c, p.Stdout()))
+		require.Positive(t, client.LentReads(p), "the first output read by the caller")
+		st, err := p.Wait(c)
+		require.NoError(t, err)
+		require.True(t, st.Success(), "%v", st)
+		require.NoError(t, p.Destroy(c)) // the instance is the test's, once at a time
+	}
+	p := open(t, e.url, req("true"), nil)
+	client.SetLendIdle(p, time.Hour) // only the waiter can take the socket back
+	st, err := p.Wait(c)
+	require.NoError(t, err)
+	require.True(t, st.Success(), "%v", st)
+}

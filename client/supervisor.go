@@ -121,6 +121,14 @@ func (p *Process) readLoop(ctx context.Context, ws *wsConn) error {
 	ws.rd.Dec.Into = p.reserveStdout
 	ws.loopWake = make(chan struct{}, 1)
 	p.rconn = ws
+	if p.waiters == 0 {
+		// Nothing waits for a frame: a Read waiting for the connection,
+		// or the first to come, reads the socket itself rather than take
+		// the loop's hand-off of the first frame (a cold start's first
+		// output); unread, it comes back to the loop after the idle period.
+		ws.reader = lent
+		p.broadcastLocked()
+	}
 	var idle idleCheck
 	defer func() {
 		idle.stop()
