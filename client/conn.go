@@ -59,7 +59,7 @@ func (p *Process) dial(ctx context.Context, processID string, first frames.Frame
 	connCtx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
 	sub := []string{frames.Subprotocol}
-	if first != nil {
+	if first != nil && offersFirst(first) {
 		if fs, ok := frames.FirstSubprotocol(frames.Append(nil, first)); ok {
 			sub = append(sub, frames.SubprotocolFirst, fs)
 		}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/coder/websocket"
+	"github.com/procwire/procwire/frames"
 	"github.com/procwire/procwire/internal/coalesce"
 )
 
@@ -33,3 +34,10 @@ func checkPlatform(o *Options) error {
 	}
 	return nil
 }
+
+// offersFirst reports whether f goes in the upgrade (PROTOCOL.md §1): in a
+// browser an open goes as a message, since a failed dial does not say
+// whether its request was written, and a wrong address must fail at once
+// rather than be repeated as an open that may have started something (as
+// the TypeScript client does with a WHATWG WebSocket); a resume goes in it.
+func offersFirst(f frames.Frame) bool { return f.Type() != frames.TypeOpen }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/coder/websocket"
+	"github.com/procwire/procwire/frames"
 	"github.com/procwire/procwire/internal/coalesce"
 )
 
@@ -116,3 +117,8 @@ func (p *Process) dialOptions(ctx context.Context, h http.Header, sub []string) 
 }
 
 func checkPlatform(*Options) error { return nil }
+
+// offersFirst reports whether f goes in the upgrade (PROTOCOL.md §1): here
+// every first frame does, since a failed dial says whether its request was
+// written (firstOfferedError).
+func offersFirst(frames.Frame) bool { return true }
