@@ -222,8 +222,9 @@ func (c *conn) readFirstFrame(ctx context.Context) (f frames.Frame, st closeStat
 }
 
 // firstReader returns the first message's reader: the message the upgrade
-// carried (at most frames.MaxFirstSubprotocol), once: it is read as if it
-// had come over the connection, within the same budget and limits; else the connection's first message.
+// carried (at most frames.MaxFirstSubprotocol), once, read as if it had
+// come over the connection, within the same budget and limits; else the
+// connection's first message.
 func (c *conn) firstReader(ctx context.Context) (websocket.MessageType, io.Reader, error) {
 	if msg := c.first; msg != nil {
 		c.first = nil
