@@ -198,14 +198,18 @@ func TestOnlyStdioReachesTheChild(t *testing.T) {
 	eachContainment(t, func(t *testing.T, c *Containment) {
 		p, mark := startEscape(t, c, `sleep 300 & echo started; wait`, nil)
 		// The shell itself may hold a descriptor for the script; sleep,
-		// exec'd by it, shows what the child got.
+		// exec'd by it, shows what the child got. "started" can come
+		// before the background job's fork has exec'd sleep (its comm is
+		// still sh's), so look until it has.
 		var sleeper int
-		for _, pid := range markedAlive(mark) {
-			if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); string(comm) == "sleep\n" {
-				sleeper = pid
+		eventually(t, "the background job to be sleep", func() bool {
+			for _, pid := range markedAlive(mark) {
+				if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); string(comm) == "sleep\n" {
+					sleeper = pid
+				}
 			}
-		}
-		require.NotZero(t, sleeper)
+			return sleeper != 0
+		})
 		// While sleep is still being loaded, ld.so holds a library open
 		// (fd 3, libc.so.6) for a moment: what the child got is what stays.
 		var fds []string
