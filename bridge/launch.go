@@ -433,8 +433,9 @@ func (l *launch) abandon() {
 
 // process makes the Process of a confirmed start and starts its
 // goroutines. firstOutput is called once the child's first output (or
-// the end of its stdout) has been read, or after firstOutputWait,
-// whichever comes first: the next warm init is made then (takeWarm).
+// the end of its stdout) has been read and handed on, or after
+// firstOutputWait, whichever comes first: the next warm init is made then
+// (takeWarm).
 func (l *launch) process(firstOutput func()) *Process {
 	p := &Process{
 		cfg:        l.c,

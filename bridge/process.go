@@ -47,8 +47,9 @@ type Process struct {
 	notify    chan struct{}                     // capacity 1; see Notify
 	onChange  atomic.Pointer[func(proc.Change)] // see OnChange
 
-	// firstOutput is called by the stdout pump after its first read and
-	// when it ends, and by a timer; it acts once (launch.process).
+	// firstOutput is called by the stdout pump once its first read has
+	// been handed on (changed) and when it ends, and by a timer; it acts
+	// once (launch.process).
 	firstOutput func()
 
 	// Our ends of the child's pipes. Destroy closes all three; the stdin pump

@@ -178,9 +178,6 @@ func (p *Process) pumpStdout() {
 		p.mu.Unlock()
 
 		err := r.next(room)
-		if first {
-			p.firstOutput()
-		}
 		if p.ttyEOF(err) {
 			err = io.EOF // no process holds the terminal's slave any more
 		}
@@ -202,6 +199,9 @@ func (p *Process) pumpStdout() {
 			if !stopped {
 				p.changed(proc.ChangeOutput)
 			}
+		}
+		if first {
+			p.firstOutput()
 		}
 		if err != nil {
 			// io.EOF, or our own Close from Destroy.

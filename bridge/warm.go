@@ -27,9 +27,11 @@ import (
 // an init takes milliseconds of CPU to start, and with one only, a start
 // that follows the last by less than that finds its init still starting.
 // The next warm init is made once the process that took the last one has
-// printed its first output (or after firstOutputWait): made beside it, its
-// start-up cost that first byte about a millisecond on a 2-CPU machine. A
-// Start that finds none ready has it made at once.
+// printed its first output and the stdout pump has handed it on (or after
+// firstOutputWait): made beside it, or between its read and its frame, its
+// start-up cost that first byte about a millisecond, then a few hundred
+// µs, on a 2-CPU machine (bench's ColdPhases, client-read). A Start that
+// finds none ready has it made at once.
 //
 // Its goroutine: refill, one at a time, started by startRefill, making
 // inits until depth wait, and tracked by wg; Close waits for it. Its lock,
@@ -51,7 +53,8 @@ type warmInit struct {
 	// sync.OnceFunc); nil when none waits to start.
 	startRefill func()
 
-	onRefill func() // tests: called for each init a refill makes, or fails to
+	onRefill      func() // tests: called for each init a refill makes, or fails to
+	onRefillStart func() // tests: called as a refill is started
 }
 
 // spareKey is what a process's init depends on beyond its child: the
@@ -123,7 +126,12 @@ func (ct *Containment) takeWarm(l *launch) (taken bool, refill func()) {
 		w.making = true
 		w.wg.Add(1)
 		c := l.c
-		w.startRefill = sync.OnceFunc(func() { go ct.refill(key, c) })
+		w.startRefill = sync.OnceFunc(func() {
+			if w.onRefillStart != nil {
+				w.onRefillStart()
+			}
+			go ct.refill(key, c)
+		})
 		refill = w.startRefill
 	}
 	w.mu.Unlock()

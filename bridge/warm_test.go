@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -167,6 +168,49 @@ func TestWarmInitMadeAfterTheFirstOutput(t *testing.T) {
 		_, ready := c.WarmInits()
 		require.True(t, ready)
 	})
+}
+
+// The next warm init is made only once the first output has been handed
+// on (Process.OnChange, from which a server's session writes it): its
+// making, milliseconds of CPU, would otherwise compete with that first
+// byte on its way to the client.
+func TestWarmInitMadeAfterTheFirstOutputIsHandedOn(t *testing.T) {
+	defer func(d time.Duration) { firstOutputWait = d }(firstOutputWait)
+	firstOutputWait = time.Hour // only the output, or a start, makes it
+	c, err := NewContainment(ContainOptions{WarmInit: true})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Close()) }()
+	refilled := make(chan struct{}, 4)
+	c.warm.onRefill = func() { refilled <- struct{}{} }
+	var started atomic.Bool
+	c.warm.onRefillStart = func() { started.Store(true) }
+	runs(t, c, shReq(t, `echo first`))
+	<-refilled
+	started.Store(false)
+
+	p, err := c.Start(shReq(t, `read x; echo "$x"`), nil)
+	require.NoError(t, err)
+	var handedOn atomic.Int32 // 1: before the refill started, 2: after
+	p.OnChange(func(ch proc.Change) {
+		if ch&proc.ChangeOutput != 0 && handedOn.Load() == 0 {
+			if started.Load() {
+				handedOn.Store(2)
+			} else {
+				handedOn.Store(1)
+			}
+		}
+		select { // on to the consumer, which waits on Notify
+		case p.notify <- struct{}{}:
+		default:
+		}
+	})
+	require.NoError(t, p.PushStdin([]byte("go\n")))
+	var out bytes.Buffer
+	newConsumer(t, p, &out).toEOF()
+	require.Equal(t, "go\n", out.String())
+	<-refilled
+	require.Equal(t, int32(1), handedOn.Load(), "the refill started before the first output was handed on")
+	require.NoError(t, p.Destroy())
 }
 
 // With WarmInits 2, both wait: a start takes the older, and the one
