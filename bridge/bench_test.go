@@ -63,3 +63,34 @@ func BenchmarkDestroyTree(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDestroyExited measures, per containment, Destroy of a process
+// that has already exited by itself (true, its stdout read to EOF and its
+// exit published), as a client that runs one command to its end and then
+// lets it go does, and reports its median as p50-destroy-ns: go test
+// -run '^$' -bench DestroyExited -benchtime 100x ./bridge
+func BenchmarkDestroyExited(b *testing.B) {
+	for _, kind := range []string{ContainCgroup, ContainPIDNamespace, ContainProcessGroup} {
+		b.Run(kind, func(b *testing.B) {
+			c, err := NewContainment(ContainOptions{Kind: kind, WarmInit: true})
+			if err != nil {
+				b.Skipf("this machine does not allow it: %v", err)
+			}
+			defer func() { require.NoError(b, c.Close()) }()
+			var times []time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				p, err := c.Start(proc.Request{Executable: "true", WorkingDirectory: "/"}, nil)
+				require.NoError(b, err)
+				newConsumer(b, p, nil).toEOF()
+				waitExit(b, p)
+				b.StartTimer()
+				t0 := time.Now()
+				require.NoError(b, p.Destroy())
+				times = append(times, time.Since(t0))
+			}
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-destroy-ns")
+		})
+	}
+}
