@@ -39,29 +39,14 @@ func BenchmarkStdoutHeadC(b *testing.B) {
 // processes (a shell and 9 sleepers), and reports its median as
 // p50-destroy-ns: go test -run '^$' -bench DestroyTree -benchtime 100x ./bridge
 func BenchmarkDestroyTree(b *testing.B) {
-	for _, kind := range []string{ContainCgroup, ContainPIDNamespace, ContainProcessGroup} {
-		b.Run(kind, func(b *testing.B) {
-			c, err := NewContainment(ContainOptions{Kind: kind})
-			if err != nil {
-				b.Skipf("this machine does not allow it: %v", err)
-			}
-			var times []time.Duration
-			for b.Loop() {
-				b.StopTimer()
-				req := shReq(b, `i=0; while [ $i -lt 9 ]; do sleep 300 & i=$((i+1)); done; echo started; wait`)
-				p, err := c.Start(req, nil)
-				require.NoError(b, err)
-				var out bytes.Buffer
-				newConsumer(b, p, &out).until("started", func() bool { return out.Len() > 0 })
-				b.StartTimer()
-				t0 := time.Now()
-				require.NoError(b, p.Destroy())
-				times = append(times, time.Since(t0))
-			}
-			slices.Sort(times)
-			b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-destroy-ns")
-		})
-	}
+	benchDestroy(b, ContainOptions{}, func(c *Containment) *Process {
+		req := shReq(b, `i=0; while [ $i -lt 9 ]; do sleep 300 & i=$((i+1)); done; echo started; wait`)
+		p, err := c.Start(req, nil)
+		require.NoError(b, err)
+		var out bytes.Buffer
+		newConsumer(b, p, &out).until("started", func() bool { return out.Len() > 0 })
+		return p
+	})
 }
 
 // BenchmarkDestroyExited measures, per containment, Destroy of a process
@@ -70,9 +55,24 @@ func BenchmarkDestroyTree(b *testing.B) {
 // lets it go does, and reports its median as p50-destroy-ns: go test
 // -run '^$' -bench DestroyExited -benchtime 100x ./bridge
 func BenchmarkDestroyExited(b *testing.B) {
+	benchDestroy(b, ContainOptions{WarmInit: true}, func(c *Containment) *Process {
+		p, err := c.Start(proc.Request{Executable: "true", WorkingDirectory: "/"}, nil)
+		require.NoError(b, err)
+		newConsumer(b, p, nil).toEOF()
+		waitExit(b, p)
+		return p
+	})
+}
+
+// benchDestroy has ready bring a process of each containment (opts with
+// its Kind) to the state to measure, untimed, then times its Destroy, and
+// reports the median as p50-destroy-ns.
+func benchDestroy(b *testing.B, opts ContainOptions, ready func(c *Containment) *Process) {
 	for _, kind := range []string{ContainCgroup, ContainPIDNamespace, ContainProcessGroup} {
 		b.Run(kind, func(b *testing.B) {
-			c, err := NewContainment(ContainOptions{Kind: kind, WarmInit: true})
+			opts := opts
+			opts.Kind = kind
+			c, err := NewContainment(opts)
 			if err != nil {
 				b.Skipf("this machine does not allow it: %v", err)
 			}
@@ -80,10 +80,7 @@ func BenchmarkDestroyExited(b *testing.B) {
 			var times []time.Duration
 			for b.Loop() {
 				b.StopTimer()
-				p, err := c.Start(proc.Request{Executable: "true", WorkingDirectory: "/"}, nil)
-				require.NoError(b, err)
-				newConsumer(b, p, nil).toEOF()
-				waitExit(b, p)
+				p := ready(c)
 				b.StartTimer()
 				t0 := time.Now()
 				require.NoError(b, p.Destroy())
