@@ -38,8 +38,9 @@ type wsConn struct {
 // processID, when known, goes in the Procwire-Process header (resume and
 // destroy), the instance in Procwire-Instance: a proxy can route on them.
 // first, when not nil, is the connection's first frame, offered in the
-// upgrade (PROTOCOL.md §1): when the server takes it, the connection's
-// firstSent is set and exchange does not send it again.
+// upgrade (PROTOCOL.md §1) unless Options.FirstFrameAsMessage: when the
+// server takes it, the connection's firstSent is set and exchange does not
+// send it again.
 func (p *Process) dial(ctx context.Context, processID string, first frames.Frame) (*wsConn, error) {
 	h := http.Header{}
 	for k, v := range p.opts.HTTPHeader {
@@ -59,7 +60,7 @@ func (p *Process) dial(ctx context.Context, processID string, first frames.Frame
 	connCtx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
 	sub := []string{frames.Subprotocol}
-	if first != nil && offersFirst(first) {
+	if first != nil && !p.opts.FirstFrameAsMessage && offersFirst(first) {
 		if fs, ok := frames.FirstSubprotocol(frames.Append(nil, first)); ok {
 			sub = append(sub, frames.SubprotocolFirst, fs)
 		}

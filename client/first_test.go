@@ -47,7 +47,7 @@ func firstServer(t *testing.T, subs []string) (url string, got chan [2][]byte) {
 // The first frame goes in the upgrade; a server that takes it
 // (procwire.v1.first) gets no message for it, one that selects procwire.v1
 // gets it as the first message. A frame too long for the upgrade is sent
-// as a message.
+// as a message, and so is every frame with Options.FirstFrameAsMessage.
 func TestDialOffersTheFirstFrame(t *testing.T) {
 	small := &frames.Open{InstanceID: "inst", Request: frames.ProcessRequest{Executable: "true", Arguments: []string{}, WorkingDirectory: "/", Environment: map[string]string{}}}
 	big := *small
@@ -57,15 +57,18 @@ func TestDialOffersTheFirstFrame(t *testing.T) {
 		name      string
 		subs      []string
 		open      *frames.Open
+		opts      Options
 		firstSent bool
 	}{
-		{"taken", []string{frames.SubprotocolFirst, frames.Subprotocol}, small, true},
-		{"left", []string{frames.Subprotocol}, small, false},
-		{"too long for the upgrade", []string{frames.SubprotocolFirst, frames.Subprotocol}, &big, false},
+		{"taken", []string{frames.SubprotocolFirst, frames.Subprotocol}, small, Options{}, true},
+		{"left", []string{frames.Subprotocol}, small, Options{}, false},
+		{"too long for the upgrade", []string{frames.SubprotocolFirst, frames.Subprotocol}, &big, Options{}, false},
+		// A server that would take it is not offered it.
+		{"as a message by choice", []string{frames.SubprotocolFirst, frames.Subprotocol}, small, Options{FirstFrameAsMessage: true}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			url, got := firstServer(t, c.subs)
-			p := newProcess(url, "inst", Options{})
+			p := newProcess(url, "inst", c.opts)
 			ws, err := p.dial(t.Context(), "", c.open)
 			require.NoError(t, err)
 			defer ws.close()

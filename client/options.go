@@ -38,6 +38,13 @@ type Options struct {
 	ProxyFromEnvironment bool
 	// HTTPHeader is added to every handshake request.
 	HTTPHeader http.Header
+	// FirstFrameAsMessage sends every connection's first frame (the open,
+	// with its environment; a resume, with its token) as a message after
+	// the upgrade instead of in it (PROTOCOL.md §1, "The first frame in
+	// the upgrade"): for a proxy on the way that logs request headers, or
+	// caps them below the 4 KiB the frame may take. It costs one round
+	// trip per connection.
+	FirstFrameAsMessage bool
 	// StdoutWindow and StdinWindow ask the server for window sizes in bytes
 	// (1,024 ..= 1,073,741,824); 0 takes the server's default. They also
 	// bound what the client accepts: a server that announces a larger

@@ -3,14 +3,19 @@
 package client_test
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/procwire/procwire/client"
+	"github.com/procwire/procwire/frames"
 	"github.com/procwire/procwire/server"
 )
 
@@ -95,4 +100,61 @@ func TestReconnectAbandonsAnUnansweredHandshake(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "got x\n", readLine(t, c, p.Stdout()))
 	require.NoError(t, p.Destroy(c))
+}
+
+// protocolsSeen records the Sec-WebSocket-Protocol of every upgrade the
+// client sends.
+type protocolsSeen struct {
+	mu   sync.Mutex
+	seen []string
+	rt   http.RoundTripper
+}
+
+func (p *protocolsSeen) RoundTrip(r *http.Request) (*http.Response, error) {
+	p.mu.Lock()
+	p.seen = append(p.seen, strings.Join(r.Header.Values("Sec-WebSocket-Protocol"), ", "))
+	p.mu.Unlock()
+	return p.rt.RoundTrip(r)
+}
+
+func (p *protocolsSeen) all() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.seen)
+}
+
+// With FirstFrameAsMessage no upgrade carries a first frame: the open and
+// the resume after a cut go as messages, and the process runs as usual.
+// Without it, the open goes in the upgrade.
+func TestFirstFrameAsMessage(t *testing.T) {
+	for _, asMessage := range []bool{false, true} {
+		t.Run(fmt.Sprint("as message ", asMessage), func(t *testing.T) {
+			e := newEnv(t, server.Config{})
+			c := ctx(t)
+			rec := &protocolsSeen{rt: &http.Transport{}}
+			opts := fastOpts()
+			opts.HTTPClient = &http.Client{Transport: rec}
+			opts.FirstFrameAsMessage = asMessage
+			p := open(t, e.purl, sh(`echo ready; read l; echo "got $l"`), opts)
+			require.Equal(t, "ready\n", readLine(t, c, p.Stdout()))
+			require.Equal(t, 1, e.proxy.CutAll())
+			_, err := p.Stdin().WriteContext(c, []byte("x\n"))
+			require.NoError(t, err)
+			require.Equal(t, "got x\n", readLine(t, c, p.Stdout()))
+			st, err := p.Wait(c)
+			require.NoError(t, err)
+			require.Equal(t, client.ExitStatus{}, st)
+			require.NoError(t, p.Destroy(c))
+			seen := rec.all()
+			require.GreaterOrEqual(t, len(seen), 2, "the open and a resume")
+			if !asMessage {
+				require.Contains(t, seen[0], frames.FirstSubprotocolPrefix, "the open in the upgrade")
+				return
+			}
+			for _, s := range seen {
+				require.NotContains(t, s, frames.FirstSubprotocolPrefix)
+				require.NotContains(t, s, frames.SubprotocolFirst)
+			}
+		})
+	}
 }

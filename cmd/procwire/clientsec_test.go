@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/procwire/procwire/frames"
 	"github.com/procwire/procwire/server"
 )
 
@@ -147,4 +149,30 @@ func TestExecUsesTheEnvironmentsProxyOnlyWhenAsked(t *testing.T) {
 	require.Equal(t, exitFailure, r.code)
 	require.Equal(t, "procwire exec: the server refused the connection (HTTP 502): proxy\n", r.stderr)
 	require.Equal(t, int32(1), proxied.Load())
+}
+
+// exec offers its open in the upgrade's Sec-WebSocket-Protocol header
+// unless --first-frame-as-message, for a proxy that logs request headers:
+// the open holds the environment.
+func TestExecFirstFrameAsMessage(t *testing.T) {
+	var mu sync.Mutex
+	var offers []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		offers = append(offers, strings.Join(r.Header.Values("Sec-WebSocket-Protocol"), ", "))
+		mu.Unlock()
+		http.Error(w, "no", http.StatusBadGateway)
+	}))
+	defer srv.Close()
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/"
+	r := runBin(t, "", nil, execArgs(url, []string{"--env", "SECRET=s3cr3t"}, "true")...)
+	require.Equal(t, exitFailure, r.code)
+	r = runBin(t, "", nil, execArgs(url, []string{"--env", "SECRET=s3cr3t", "--first-frame-as-message"}, "true")...)
+	require.Equal(t, exitFailure, r.code)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, offers, 2)
+	require.Contains(t, offers[0], frames.FirstSubprotocolPrefix, "the open in the upgrade")
+	require.NotContains(t, offers[1], frames.FirstSubprotocolPrefix)
+	require.NotContains(t, offers[1], frames.SubprotocolFirst)
 }

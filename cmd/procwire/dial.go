@@ -33,6 +33,7 @@ type connFlags struct {
 	headers       headerFlags
 	allowInsecure bool
 	proxyFromEnv  bool
+	firstAsMsg    bool
 	logLevel      string
 }
 
@@ -43,6 +44,7 @@ func (c *connFlags) define(fs *flag.FlagSet) {
 	fs.Var(&c.headers, "header", "add `'Name: value'` to the WebSocket handshake (repeatable), for a proxy on the way")
 	fs.BoolVar(&c.allowInsecure, "allow-insecure-token", false, "send the token over plain ws:// to a host that is not loopback")
 	fs.BoolVar(&c.proxyFromEnv, "proxy-from-env", false, "dial through the proxy $HTTPS_PROXY, $HTTP_PROXY and $NO_PROXY name (by default none: a proxy would see the token over ws://)")
+	fs.BoolVar(&c.firstAsMsg, "first-frame-as-message", false, "send the open (with its environment) and every resume (with its token) as a message after the WebSocket upgrade instead of in its Sec-WebSocket-Protocol header, for a proxy that logs or caps request headers (one round trip more per connection)")
 	fs.StringVar(&c.logLevel, "log-level", "", "log connection events at `level` debug, info, warn or error on stderr (default: none)")
 }
 
@@ -113,6 +115,9 @@ func (c *connFlags) newDialer(rawURL string, stderr io.Writer) (*dialer, error) 
 		HTTPClient: &http.Client{Transport: hl},
 		HTTPHeader: c.headers.h,
 		Logger:     logger,
+		// The first frame holds the environment or a resume token:
+		// sent as a message, no request header carries it.
+		FirstFrameAsMessage: c.firstAsMsg,
 		// Every way out of exec destroys the process within this bound,
 		// also when the server is gone.
 		DestroyTimeout: destroyTimeout,

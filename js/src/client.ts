@@ -55,6 +55,15 @@ export interface OpenOptions {
   allowInsecureToken?: boolean;
   /** More HTTP headers for every upgrade (ws only). */
   headers?: Record<string, string>;
+  /**
+   * Sends every connection's first frame (the open, with its environment;
+   * a resume, with its token) as a message after the upgrade instead of in
+   * its Sec-WebSocket-Protocol header (PROTOCOL.md §1, "The first frame in
+   * the upgrade"): for a proxy on the way that logs request headers or caps
+   * them below the 4 KiB the frame may take. One round trip more per
+   * connection. Default false.
+   */
+  firstFrameAsMessage?: boolean;
   /** The WebSocket class: default `ws` on Node, globalThis.WebSocket elsewhere. */
   WebSocket?: WebSocketClass;
   /** Requested stdout window in bytes (1,024 ..= 1,073,741,824); default the server's. */
@@ -676,11 +685,12 @@ class Proc {
   }
 
   // dial connects; first, when given, is offered in the upgrade
-  // (PROTOCOL.md §1), and exchange then sends it only if the server did not
-  // take it.
+  // (PROTOCOL.md §1) unless opts.firstFrameAsMessage, and exchange then
+  // sends it only if the server did not take it.
   private dial(byProcess: boolean, timeout: number, signal?: AbortSignal, first?: FirstOffer): Promise<Transport> {
     const extra = this.opts.token && this.tokenInSubprotocol() ? [bearerSubprotocol(this.opts.token)] : [];
-    return dial(this.C, this.url, this.headers(byProcess), extra, timeout, signal, first);
+    const offer = this.opts.firstFrameAsMessage ? undefined : first;
+    return dial(this.C, this.url, this.headers(byProcess), extra, timeout, signal, offer);
   }
 
   // exchange sends a first frame and returns the first answer, or throws.
