@@ -5,6 +5,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"flag"
 	"log/slog"
 	"net"
 	"net/http"
@@ -30,6 +31,11 @@ import (
 // masked, and is told apart by its order.
 //
 //	go test -run '^$' -bench ColdPhases -benchtime 200x ./bench
+//
+// Back to back, a run may find no warm init ready (the next is made after
+// the last run's first output) and wait for one; -cold-pause 20ms leaves
+// that time between runs, untimed, as a client running a command now and
+// then does.
 func BenchmarkColdPhases(b *testing.B) {
 	exec, closeExec, err := procwireExecutor()
 	require.NoError(b, err)
@@ -49,6 +55,11 @@ func BenchmarkColdPhases(b *testing.B) {
 	phases := make([][]time.Duration, len(names))
 	b.ReportAllocs()
 	for b.Loop() {
+		if *coldPause > 0 {
+			b.StopTimer()
+			time.Sleep(*coldPause) // the workload's idle time, not a wait for anything
+			b.StartTimer()
+		}
 		stamps.reset()
 		start := time.Now()
 		d, err := ColdFirstByte(ctx, p)
@@ -73,6 +84,9 @@ func BenchmarkColdPhases(b *testing.B) {
 		b.ReportMetric(float64(Percentile(s, 0.5).Nanoseconds())/1e3, names[i]+"-µs")
 	}
 }
+
+// coldPause is BenchmarkColdPhases' pause between runs.
+var coldPause = flag.Duration("cold-pause", 0, "BenchmarkColdPhases: an untimed pause between runs, in which the next warm init is made")
 
 // phaseStamps records, for the connection accepted first since reset,
 // when each step of a cold run was seen on the server's socket.

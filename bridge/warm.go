@@ -28,10 +28,11 @@ import (
 // that follows the last by less than that finds its init still starting.
 // The next warm init is made once the process that took the last one has
 // printed its first output and the stdout pump has handed it on (or after
-// firstOutputWait): made beside it, or between its read and its frame, its
-// start-up cost that first byte about a millisecond, then a few hundred
-// µs, on a 2-CPU machine (bench's ColdPhases, client-read). A Start that
-// finds none ready has it made at once.
+// firstOutputWait): its start-up, milliseconds of CPU, would otherwise
+// delay that first byte on a 2-CPU machine, by about a millisecond when
+// made beside the child's start and by a few hundred µs when made between
+// the output's read and its frame (bench's ColdPhases, client-read). A
+// Start that finds none ready has it made at once.
 //
 // Its goroutine: refill, one at a time, started by startRefill, making
 // inits until depth wait, and tracked by wg; Close waits for it. Its lock,
