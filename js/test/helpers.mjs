@@ -1,7 +1,7 @@
 // Test helpers: the real Go server and the repository's cutting proxy,
 // built with `go build` into a temporary directory and run on loopback.
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -65,13 +65,44 @@ function serve(path, args) {
           stop: () => stopChild(child),
           kill: () => stopChild(child, "SIGKILL"),
           // freeze stops the server (SIGSTOP): connections stay up, nothing is answered.
-          freeze: () => child.kill("SIGSTOP"),
+          freeze: () => freeze(child),
           thaw: () => child.kill("SIGCONT"),
         });
       }
     });
     child.on("exit", (code) => reject(new Error(`${path} exited with ${code}:\n${log}`)));
   });
+}
+
+// freeze sends SIGSTOP to child and resolves once every one of its threads
+// has stopped. The kernel wakes one thread to begin the stop and the others
+// stop as they pass through the kernel after it: until then a thread that is
+// running (a Go server's network poller, say) can still read a frame and
+// answer it, which a test of "no answer" must not see.
+async function freeze(child) {
+  child.kill("SIGSTOP");
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    if (threadsStopped(child.pid)) return;
+    if (Date.now() > deadline) throw new Error(`pid ${child.pid} not stopped within 10 s of SIGSTOP`);
+    await new Promise((r) => setTimeout(r, 1));
+  }
+}
+
+// threadsStopped reports whether every thread of pid is in the stopped
+// state ("T" in /proc/<pid>/task/<tid>/stat, after the command's name).
+function threadsStopped(pid) {
+  const tasks = `/proc/${pid}/task`;
+  for (const tid of readdirSync(tasks)) {
+    let stat;
+    try {
+      stat = readFileSync(`${tasks}/${tid}/stat`, "latin1");
+    } catch {
+      continue; // a thread that ended
+    }
+    if (stat[stat.lastIndexOf(")") + 2] !== "T") return false;
+  }
+  return true;
 }
 
 function stopChild(child, signal = "SIGTERM") {
@@ -106,7 +137,7 @@ export function startCutProxy(target) {
     addr: first.replace(/^addr /, ""),
     cmd,
     // freeze stops the proxy (SIGSTOP): the links through it go silent, with no close.
-    freeze: () => child.kill("SIGSTOP"),
+    freeze: () => freeze(child),
     thaw: () => child.kill("SIGCONT"),
     stop: () =>
       new Promise((resolve) => {

@@ -53,7 +53,7 @@ async function until(cond, ms = 10_000) {
 test("destroy against a frozen server times out within its bound; each later call is a fresh attempt; after SIGCONT one succeeds and every call resolves", { timeout: 30_000 }, async () => {
   const mark = marker();
   const p = await openProcess(srv.url, instance("freeze"), req("sleep", mark), { destroyTimeout: 1000 });
-  srv.freeze();
+  await srv.freeze();
   try {
     const t0 = Date.now();
     const a = p.destroy();
@@ -87,7 +87,7 @@ test("signal() is bounded by signalTimeout and takes a signal; wait() takes a si
   const w = p.wait({ signal: ac.signal });
   ac.abort(new Error("not waiting any more"));
   await assert.rejects(w, /not waiting any more/);
-  srv.freeze();
+  await srv.freeze();
   try {
     const t0 = Date.now();
     await assert.rejects(p.signal("SIGTERM"), failed("signal_process", "timed_out"));

@@ -46,7 +46,7 @@ test("WHATWG: the token travels as a subprotocol; a frozen link is dropped withi
   const exited = new Promise((r) => child.on("exit", r));
   try {
     assert.equal((await out.next()).value, "ready");
-    proxy.freeze();
+    await proxy.freeze();
     child.stdin.write("frozen\n");
     const dropped = Number((await out.next()).value.replace(/^dropped /, ""));
     // Dead within two heartbeats: no frame within heartbeat_ms after a ping
