@@ -16,3 +16,7 @@ func CPUTime() time.Duration {
 	ticks := func(f windows.Filetime) int64 { return int64(f.HighDateTime)<<32 | int64(f.LowDateTime) }
 	return time.Duration((ticks(kernel) + ticks(user)) * 100)
 }
+
+// ChildrenCPUTime is 0 on Windows, which keeps no account of the children
+// a process waited for.
+func ChildrenCPUTime() time.Duration { return 0 }

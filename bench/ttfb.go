@@ -48,26 +48,68 @@ func ColdFirstByte(ctx context.Context, p Peer) (ttfb time.Duration, err error) 
 	return ttfb, nil
 }
 
+// ColdResult is one peer's cold runs: the times to first byte, in run
+// order, and the CPU time they took from the dial to the close, of this
+// process alone (CPU) and with the processes the runs started and reaped
+// (CPUAll: the child, and on procwire the init that started it, which is
+// the server re-executed; ChildrenCPUTime). Elapsed is their wall
+// time from the dial to the close.
+type ColdResult struct {
+	Samples              []time.Duration
+	CPU, CPUAll, Elapsed time.Duration
+}
+
 // ColdInterleaved makes n cold runs (ColdFirstByte) on every peer, the
 // peers taking turns run by run (the order rotating every run, as in
-// Interleaved), and returns each peer's times to first byte and the CPU
-// time this process spent in its runs, from the dial to the close.
-func ColdInterleaved(ctx context.Context, peers []Peer, n int) (samples [][]time.Duration, cpu []time.Duration, err error) {
-	samples, cpu = make([][]time.Duration, len(peers)), make([]time.Duration, len(peers))
-	for i := range samples {
-		samples[i] = make([]time.Duration, 0, n)
+// Interleaved). Its CPUAll is rough: a server may reap the child of a run
+// after the close, in another peer's run.
+func ColdInterleaved(ctx context.Context, peers []Peer, n int) ([]ColdResult, error) {
+	res := make([]ColdResult, len(peers))
+	for i := range res {
+		res[i].Samples = make([]time.Duration, 0, n)
 	}
 	for run := range n {
 		for k := range peers {
-			i := (k + run) % len(peers)
-			c := CPUTime()
-			d, err := ColdFirstByte(ctx, peers[i])
-			cpu[i] += CPUTime() - c
-			if err != nil {
-				return nil, nil, err
+			if err := coldRun(ctx, peers[(k+run)%len(peers)], &res[(k+run)%len(peers)]); err != nil {
+				return nil, err
 			}
-			samples[i] = append(samples[i], d)
 		}
 	}
-	return samples, cpu, nil
+	return res, nil
+}
+
+// ColdBackToBack makes n cold runs on every peer, one peer's n in a row
+// before the next peer's (the first peer rotating with round): as a client
+// that starts one short command after another sees it. On procwire it
+// shows how fast the server makes a warm init ready again, which the
+// interleaved runs hide (the other peers' runs give it the time). A child
+// reaped after its run's close is charged to the next run, of the same
+// peer but for the last.
+func ColdBackToBack(ctx context.Context, peers []Peer, n, round int) ([]ColdResult, error) {
+	res := make([]ColdResult, len(peers))
+	for k := range peers {
+		i := (k + round) % len(peers)
+		res[i].Samples = make([]time.Duration, 0, n)
+		for range n {
+			if err := coldRun(ctx, peers[i], &res[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return res, nil
+}
+
+// coldRun makes one cold run on p and adds it to r.
+func coldRun(ctx context.Context, p Peer, r *ColdResult) error {
+	self, children, start := CPUTime(), ChildrenCPUTime(), time.Now()
+	d, err := ColdFirstByte(ctx, p)
+	r.Elapsed += time.Since(start)
+	cpu := CPUTime() - self
+	r.CPU += cpu
+	r.CPUAll += cpu + ChildrenCPUTime() - children
+	if err != nil {
+		return err
+	}
+	r.Samples = append(r.Samples, d)
+	return nil
 }

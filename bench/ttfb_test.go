@@ -11,7 +11,8 @@ import (
 )
 
 // A cold run on every peer dials, starts echo and times its first byte;
-// the interleaved runs account each peer's runs and CPU to it.
+// the interleaved and the back-to-back runs account each peer's runs, wall
+// and CPU to it, with the processes it started.
 func TestColdInterleaved(t *testing.T) {
 	peers, err := NewPeers()
 	require.NoError(t, err)
@@ -23,16 +24,35 @@ func TestColdInterleaved(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	samples, cpu, err := ColdInterleaved(ctx, peers, 5)
+	res, err := ColdInterleaved(ctx, peers, 5)
 	require.NoError(t, err)
-	require.Len(t, samples, len(peers))
-	for i := range peers {
-		require.Len(t, samples[i], 5, peers[i].Name())
-		for _, d := range samples[i] {
+	require.Len(t, res, len(peers))
+	for i, r := range res {
+		require.Len(t, r.Samples, 5, peers[i].Name())
+		for _, d := range r.Samples {
 			require.Positive(t, d, peers[i].Name())
 		}
-		require.Positive(t, cpu[i], peers[i].Name())
+		require.Positive(t, r.CPU, peers[i].Name())
+		require.GreaterOrEqual(t, r.CPUAll, r.CPU, peers[i].Name())
+		require.GreaterOrEqual(t, r.Elapsed, sum(r.Samples), peers[i].Name())
 	}
+
+	// Back to back, a peer's children (all but perhaps its last) are
+	// reaped in its own runs: their CPU is counted.
+	res, err = ColdBackToBack(ctx, peers, 3, 1)
+	require.NoError(t, err)
+	for i, r := range res {
+		require.Len(t, r.Samples, 3, peers[i].Name())
+		require.Greater(t, r.CPUAll, r.CPU, peers[i].Name())
+		require.GreaterOrEqual(t, r.Elapsed, sum(r.Samples), peers[i].Name())
+	}
+}
+
+func sum(ds []time.Duration) (t time.Duration) {
+	for _, d := range ds {
+		t += d
+	}
+	return t
 }
 
 // BenchmarkColdFirstByte times a cold run through each peer: a new
