@@ -80,8 +80,10 @@
 //     within it ends the connection, which the supervisor resumes.
 //
 // The callers' goroutines (Read, Write, Close, Wait, Signal, Destroy) take
-// Process.mu to call the machine and wait for a change (Process.changed)
-// with it released. A Write sends its last frames itself when the turn is
+// Process.mu to call the machine and wait for a change with it released,
+// each on the channel of its kind (Process.changed: stdout, stderr, stdin,
+// the rest), so that a frame wakes only the calls it concerns and a change
+// of the handle's state wakes all. A Write sends its last frames itself when the turn is
 // free and the socket takes them without waiting (flush, link.Turn.Kick);
 // else the writer does. A Destroy whose supervisor has stopped destroys on
 // a connection of its own, holding Process.destroyToken.

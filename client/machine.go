@@ -49,10 +49,21 @@ const (
 type events uint8
 
 const (
-	evWake  events = 1 << iota // a blocked call may proceed: wake the waiters
-	evSend                     // a frame may be ready: wake the writer
-	evEnd                      // the handle has just ended or settled
-	evTried                    // a destroy attempt failed and may be retried
+	// A blocked call of one kind may proceed: wake its waiters (process.go,
+	// wakeKind). A frame wakes the calls it concerns and no others: a
+	// stdout frame the reader of stdout, not a Write waiting for credit.
+	evWakeOut   events = 1 << iota // stdout: bytes, its EOF
+	evWakeErr                      // stderr: bytes (its end is the exit's)
+	evWakeIn                       // stdin: credit, its close sent, its refusal
+	evWakeOther                    // the exit, a signal's answer
+	evSend                         // a frame may be ready: wake the writer
+	evEnd                          // the handle has just ended or settled
+	evTried                        // a destroy attempt failed and may be retried
+
+	// evWake wakes every waiter: the handle's state changed (it ended, a
+	// destroy began, a connection was resumed) or the exit came, which
+	// ends stderr.
+	evWake = evWakeOut | evWakeErr | evWakeIn | evWakeOther
 )
 
 // sentOn is what was sent on the attached connection.
@@ -438,13 +449,13 @@ func (m *machine) apply(f frames.Frame) (events, error) {
 			return 0, protocolErrorf("stdout.data", "%w", err)
 		}
 		m.outBuf.commit(f.Data) // no copy when decoded into its reservation
-		return evWake, nil
+		return evWakeOut, nil
 	case *frames.StdoutEOF:
 		if f.Off != m.outReceived() {
 			return 0, protocolErrorf("stdout_eof.off", "offset %d, expected %d", f.Off, m.outReceived())
 		}
 		m.outEOF = f.Off
-		return evWake, nil
+		return evWakeOut, nil
 	case *frames.Stderr:
 		if f.Enc != "" && f.Enc != m.outEnc {
 			return 0, protocolErrorf("stderr.enc", "%s, but none was negotiated", f.Enc)
@@ -461,7 +472,7 @@ func (m *machine) apply(f frames.Frame) (events, error) {
 		// An answer nobody waits for any more is dropped.
 		if s := m.signal(f.ID); s != nil && !s.done {
 			s.done, s.ok = true, f.Result == frames.SignalDelivered
-			return evWake, nil
+			return evWakeOther, nil
 		}
 		return 0, nil
 	case *frames.Destroyed:
@@ -489,12 +500,12 @@ func (m *machine) remoteError(f *frames.Error) (events, error) {
 		if s := m.signal(f.ID); s != nil && !s.done {
 			s.done, s.err = true, re
 		}
-		return evWake, nil
+		return evWakeOther, nil
 	case f.Operation == "write_stdin":
 		if m.stdinErr == nil {
 			m.stdinErr = re
 		}
-		return evWake, nil
+		return evWakeIn, nil
 	case retryableDestroy(f) && m.st == stateDestroying:
 		return m.destroyFailed(re), nil
 	}
@@ -517,7 +528,7 @@ func (m *machine) exited(f *frames.Exit) (events, error) {
 	s := ExitStatus{Code: f.Code, Signal: f.Signal, Reason: f.Reason}
 	if m.exit == nil {
 		m.exit = &s
-		return evWake, nil
+		return evWake, nil // Wait, and stderr's readers: the exit ends stderr
 	}
 	if *m.exit != s {
 		return 0, protocolErrorf("exit", "%v after %v", s, *m.exit)
@@ -551,7 +562,7 @@ func (m *machine) stderr(off int64, data []byte) events {
 		m.errDropped += int64(over)
 	}
 	m.errBuf.push(data)
-	return evWake
+	return evWakeErr
 }
 
 // credit applies the server's stdin accounting: bytes it holds need no
@@ -571,7 +582,7 @@ func (m *machine) credit(received, limit int64) (events, error) {
 		return 0, protocolErrorf("credit.stdin_limit", "%w", err)
 	}
 	if grew {
-		return evWake, nil
+		return evWakeIn, nil
 	}
 	return 0, nil
 }
@@ -637,7 +648,7 @@ func (m *machine) next(dst []byte, f *outFrames) ([]byte, events) {
 		m.out.closeSent = true
 		m.stdin = stdinClosed
 		f.stdinClose.Off = m.inBuf.end()
-		return frames.Append(dst, &f.stdinClose), evWake
+		return frames.Append(dst, &f.stdinClose), evWakeIn
 	}
 	return dst, 0
 }

@@ -67,8 +67,8 @@ type Process struct {
 	// Everything below is guarded by mu.
 
 	m       *machine
-	out     outFrames     // frames being encoded (machine.next)
-	changed chan struct{} // closed on every change a blocked call may wait for; nil when nobody waits
+	out     outFrames                // frames being encoded (machine.next)
+	changed [waitKinds]chan struct{} // per kind, closed on a change its blocked calls may wait for; nil when none waits
 	// The lending read (lend.go): the connection the read loop serves,
 	// the Read that reads it itself, the calls waiting for other news.
 	rconn     *wsConn
@@ -323,7 +323,7 @@ func (p *Process) Wait(ctx context.Context) (ExitStatus, error) {
 		if s, err, ok := p.m.wait(); ok {
 			return s, err
 		}
-		if err := p.waitLocked(ctx); err != nil {
+		if err := p.waitLocked(ctx, waitOther); err != nil {
 			return ExitStatus{}, fmt.Errorf("procwire: wait: %w", err)
 		}
 	}
@@ -353,7 +353,7 @@ func (p *Process) Signal(ctx context.Context, sig frames.SignalName) (delivered 
 		if done, ok, err := p.m.signalDone(id); done {
 			return ok, err
 		}
-		if err := p.waitLocked(ctx); err != nil {
+		if err := p.waitLocked(ctx, waitOther); err != nil {
 			p.m.dropSignal(id)
 			return false, fmt.Errorf("procwire: signal: %w", err)
 		}
@@ -502,7 +502,7 @@ func (p *Process) destroyExclusive(ctx context.Context) error {
 // applyLocked carries out what a transition of the machine calls for.
 func (p *Process) applyLocked(ev events) {
 	if ev&evWake != 0 {
-		p.broadcastLocked()
+		p.wakeLocked(ev)
 	}
 	if ev&evSend != 0 {
 		p.turn.Wake()
@@ -533,23 +533,41 @@ func isClosed(ch chan struct{}) bool {
 	}
 }
 
-// waitLocked waits, with mu released, until the state changes or ctx
-// ends, with somebody reading the connection meanwhile.
-func (p *Process) waitLocked(ctx context.Context) error {
+// waitKind is what a blocked call waits for. Each kind has its own
+// wake-up channel, so that a frame wakes only the calls it concerns
+// (machine.go, evWakeOut and the rest); a change of the handle's state
+// wakes them all.
+type waitKind uint8
+
+const (
+	waitOut   waitKind = iota // a Read of stdout
+	waitErr                   // a Read of stderr
+	waitIn                    // a Write or Close of stdin
+	waitOther                 // Wait, Signal
+	waitKinds
+)
+
+// wakeOf is the event that wakes the calls waiting for k.
+func wakeOf(k waitKind) events { return evWakeOut << k }
+
+// waitLocked waits, with mu released, until something a call of kind k
+// waits for changes or ctx ends, with somebody reading the connection
+// meanwhile.
+func (p *Process) waitLocked(ctx context.Context, k waitKind) error {
 	p.waiters++
 	p.needReaderLocked()
-	err := p.waitChangeLocked(ctx)
+	err := p.waitChangeLocked(ctx, k)
 	p.waiters--
 	return err
 }
 
-// waitChangeLocked waits, with mu released, until the state changes or
-// ctx ends.
-func (p *Process) waitChangeLocked(ctx context.Context) error {
-	if p.changed == nil {
-		p.changed = make(chan struct{})
+// waitChangeLocked waits, with mu released, until something a call of
+// kind k waits for changes or ctx ends.
+func (p *Process) waitChangeLocked(ctx context.Context, k waitKind) error {
+	if p.changed[k] == nil {
+		p.changed[k] = make(chan struct{})
 	}
-	ch := p.changed
+	ch := p.changed[k]
 	p.blockingLocked()
 	p.mu.Unlock()
 	var err error
@@ -569,9 +587,15 @@ func (p *Process) blockingLocked() {
 	}
 }
 
-func (p *Process) broadcastLocked() {
-	if p.changed != nil {
-		close(p.changed)
-		p.changed = nil
+// wakeLocked wakes the calls waiting for the kinds ev names.
+func (p *Process) wakeLocked(ev events) {
+	for k := range waitKinds {
+		if ev&wakeOf(k) != 0 && p.changed[k] != nil {
+			close(p.changed[k])
+			p.changed[k] = nil
+		}
 	}
 }
+
+// broadcastLocked wakes every blocked call.
+func (p *Process) broadcastLocked() { p.wakeLocked(evWake) }

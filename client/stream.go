@@ -52,11 +52,15 @@ func (s *Stream) ReadContext(ctx context.Context, b []byte) (int, error) {
 		if p.borrowLocked(ctx, s) {
 			continue
 		}
+		k := waitOut
+		if s.stderr {
+			k = waitErr
+		}
 		var werr error
 		if p.lender == s {
-			werr = p.waitChangeLocked(ctx) // for the socket, which the loop hands over
+			werr = p.waitChangeLocked(ctx, k) // also for the socket, which the loop hands over with a broadcast
 		} else {
-			werr = p.waitLocked(ctx)
+			werr = p.waitLocked(ctx, k)
 		}
 		if werr != nil {
 			p.leaveReadLocked(s)
@@ -128,7 +132,7 @@ func (s *Stdin) WriteContext(ctx context.Context, b []byte) (int, error) {
 			p.applyLocked(ev &^ evSend)
 		}
 		if k == 0 {
-			if err := p.waitLocked(ctx); err != nil {
+			if err := p.waitLocked(ctx, waitIn); err != nil {
 				p.mu.Unlock()
 				return n, fmt.Errorf("procwire: write: %w", err)
 			}
@@ -161,7 +165,7 @@ func (s *Stdin) CloseContext(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := p.waitLocked(ctx); err != nil {
+		if err := p.waitLocked(ctx, waitIn); err != nil {
 			return fmt.Errorf("procwire: close stdin: %w", err)
 		}
 	}

@@ -1,0 +1,100 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/procwire/procwire/client"
+	"github.com/procwire/procwire/frames"
+)
+
+// A frame wakes the calls it concerns and no others: stdout frames that
+// arrive while a Write waits for credit and a Wait for the exit wake
+// neither (each would wake, find nothing for it and block again), stderr
+// frames do not wake a Read of stdout either; the exit wakes Wait.
+func TestAFrameWakesOnlyTheCallsItConcerns(t *testing.T) {
+	const outFrames = 32
+	send := make(chan frames.Frame)
+	f := newFake(t, func(fc *fakeConn, first frames.Frame) {
+		o, ok := first.(*frames.Open)
+		if !ok {
+			return
+		}
+		fc.send(opened(o)) // stdin limit 4096, and never more credit
+		stop := make(chan struct{})
+		go func() {
+			defer close(stop)
+			for fr := range send {
+				fc.send(fr)
+			}
+		}()
+		fc.drain(stop)
+	})
+	p := openFake(t, f)
+
+	blocked := make(chan struct{}, 64)
+	client.SetBlockedHook(p, func() { blocked <- struct{}{} })
+	handled := make(chan struct{}, 64)
+	client.SetFrameHook(p, func(client.Held) { handled <- struct{}{} })
+
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := p.Stdin().Write(make([]byte, 8192)) // half of it waits for credit
+		wrote <- err
+	}()
+	<-blocked
+	waited := make(chan error, 1)
+	go func() {
+		_, err := p.Wait(context.Background())
+		waited <- err
+	}()
+	<-blocked
+
+	for i := range outFrames {
+		send <- &frames.Stdout{Off: int64(i), Data: []byte{'x'}}
+		<-handled
+	}
+	select {
+	case <-blocked:
+		t.Fatal("a stdout frame woke the Write waiting for credit or the Wait waiting for the exit")
+	default:
+	}
+	got := make([]byte, outFrames)
+	_, err := io.ReadFull(p.Stdout(), got)
+	require.NoError(t, err)
+	require.Equal(t, bytes.Repeat([]byte{'x'}, outFrames), got)
+
+	// A Read of stdout that waits (with a deadline, so that it waits for
+	// the loop rather than read the socket itself) is not woken by stderr.
+	rc, cancel := context.WithCancel(context.Background())
+	read := make(chan error, 1)
+	go func() {
+		_, err := p.Stdout().ReadContext(rc, make([]byte, 1))
+		read <- err
+	}()
+	<-blocked
+	for i := range outFrames {
+		send <- &frames.Stderr{Off: int64(i), Data: []byte{'e'}}
+		<-handled
+	}
+	select {
+	case <-blocked:
+		t.Fatal("a stderr frame woke a Read of stdout, the Write or the Wait")
+	default:
+	}
+	cancel()
+	require.ErrorIs(t, <-read, context.Canceled)
+	_, err = io.ReadFull(p.Stderr(), got)
+	require.NoError(t, err)
+	require.Equal(t, bytes.Repeat([]byte{'e'}, outFrames), got)
+
+	send <- &frames.Exit{Code: 0}
+	require.NoError(t, <-waited)
+	close(send) // the connection drops; the destroy goes first on the next
+	require.NoError(t, p.Destroy(ctx(t)))
+	require.ErrorIs(t, <-wrote, client.ErrDestroyed, "the Write ends with the handle")
+}
