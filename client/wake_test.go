@@ -54,19 +54,30 @@ func TestAFrameWakesOnlyTheCallsItConcerns(t *testing.T) {
 	}()
 	<-blocked
 
-	for i := range outFrames {
-		send <- &frames.Stdout{Off: int64(i), Data: []byte{'x'}}
-		<-handled
+	// sendAll sends outFrames frames made by frame, each handled before
+	// the next; noneWoke fails if a blocked call woke and blocked again.
+	sendAll := func(frame func(off int64) frames.Frame) {
+		for i := range outFrames {
+			send <- frame(int64(i))
+			<-handled
+		}
 	}
-	select {
-	case <-blocked:
-		t.Fatal("a stdout frame woke the Write waiting for credit or the Wait waiting for the exit")
-	default:
+	noneWoke := func(what string) {
+		t.Helper()
+		select {
+		case <-blocked:
+			t.Fatalf("%s woke a blocked call it does not concern", what)
+		default:
+		}
 	}
+
+	sendAll(func(off int64) frames.Frame { return &frames.Stdout{Off: off, Data: []byte{'x'}} })
+	noneWoke("a stdout frame (the Write waits for credit, the Wait for the exit)")
 	got := make([]byte, outFrames)
 	_, err := io.ReadFull(p.Stdout(), got)
 	require.NoError(t, err)
 	require.Equal(t, bytes.Repeat([]byte{'x'}, outFrames), got)
+	noneWoke("reading what was held")
 
 	// A Read of stdout that waits (with a deadline, so that it waits for
 	// the loop rather than read the socket itself) is not woken by stderr.
@@ -77,15 +88,8 @@ func TestAFrameWakesOnlyTheCallsItConcerns(t *testing.T) {
 		read <- err
 	}()
 	<-blocked
-	for i := range outFrames {
-		send <- &frames.Stderr{Off: int64(i), Data: []byte{'e'}}
-		<-handled
-	}
-	select {
-	case <-blocked:
-		t.Fatal("a stderr frame woke a Read of stdout, the Write or the Wait")
-	default:
-	}
+	sendAll(func(off int64) frames.Frame { return &frames.Stderr{Off: off, Data: []byte{'e'}} })
+	noneWoke("a stderr frame (a Read of stdout, the Write and the Wait wait)")
 	cancel()
 	require.ErrorIs(t, <-read, context.Canceled)
 	_, err = io.ReadFull(p.Stderr(), got)
