@@ -441,12 +441,13 @@ func (c *Containment) newCgroup(name string, l Limits) (*cgroup, int, error) {
 
 // kill SIGKILLs every process of the cgroup and of its descendants.
 func (g *cgroup) kill() error {
-	return os.WriteFile(filepath.Join(g.dir, "cgroup.kill"), []byte("1"), 0)
+	return writeKernFile(filepath.Join(g.dir, "cgroup.kill"), []byte("1"))
 }
 
 // populated reads cgroup.events.
 func (g *cgroup) populated() (bool, error) {
-	b, err := os.ReadFile(filepath.Join(g.dir, "cgroup.events"))
+	var buf [128]byte // "populated 0\nfrozen 0\n"
+	b, err := readKernFile(filepath.Join(g.dir, "cgroup.events"), buf[:])
 	if err != nil {
 		return false, err
 	}
@@ -467,6 +468,11 @@ func (g *cgroup) populated() (bool, error) {
 // reached when many destroys run at once) it re-reads on that backoff
 // alone: a destroy never fails for want of a notification.
 func (g *cgroup) waitEmpty(deadline time.Time) (bool, error) {
+	// Most often it is empty already (a process destroyed after its
+	// exit): one read, before a watch is set up.
+	if pop, err := g.populated(); err != nil || !pop {
+		return !pop, err
+	}
 	var f *os.File // nil: poll
 	if in, err := inotifyInit(unix.IN_NONBLOCK | unix.IN_CLOEXEC); err == nil {
 		f = os.NewFile(uintptr(in), "inotify") // on the poller
@@ -516,6 +522,10 @@ var inotifyInit = unix.InotifyInit1
 // remove removes the cgroup and any cgroup its processes created in it,
 // deepest first. It fails while a process is left in one.
 func (g *cgroup) remove() error {
+	// Most often no process made a cgroup in it: one rmdir.
+	if err := removeDir(g.dir); err == nil || errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
 	var dirs []string
 	_ = filepath.WalkDir(g.dir, func(path string, d os.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
@@ -525,7 +535,7 @@ func (g *cgroup) remove() error {
 	})
 	var err error
 	for i := len(dirs) - 1; i >= 0; i-- {
-		if e := os.Remove(dirs[i]); e != nil && !errors.Is(e, os.ErrNotExist) {
+		if e := removeDir(dirs[i]); e != nil && !errors.Is(e, os.ErrNotExist) {
 			err = errors.Join(err, e)
 		}
 	}

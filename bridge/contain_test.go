@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -342,4 +343,68 @@ func TestCgroupDestroyWithoutInotify(t *testing.T) {
 	p, mark := startEscape(t, c, escapes["setsid"], &proc.Config{ExitWait: 50 * time.Millisecond})
 	require.NoError(t, p.Destroy())
 	require.Empty(t, markedAlive(mark), "survivors of destroy")
+}
+
+// A process may make cgroups in its own (a root child, a container
+// runtime): its destroy ends the processes it moved there and removes
+// them, deepest first, and then its own, which a plain rmdir of its own
+// cannot. One that made none is removed by that rmdir alone.
+func TestCgroupDestroyRemovesTheCgroupsItsProcessMade(t *testing.T) {
+	c, err := NewContainment(ContainOptions{Kind: ContainCgroup})
+	if err != nil {
+		t.Skipf("this machine does not allow cgroups: %v", err)
+	}
+	req, mark := marked(t, `sleep 300 & echo started; wait`)
+	p, err := c.Start(req, nil)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	newConsumer(t, p, &out).until("started", func() bool { return out.Len() > 0 })
+	dir := p.cgroup.dir
+	deeper := filepath.Join(dir, "made", "deeper")
+	require.NoError(t, os.MkdirAll(deeper, 0o755))
+	for _, pid := range p.cgroup.members() {
+		require.NoError(t, os.WriteFile(deeper+"/cgroup.procs", []byte(strconv.Itoa(pid)), 0))
+	}
+	requireMarkedAlive(t, mark)
+
+	require.NoError(t, p.Destroy())
+	require.Empty(t, markedAlive(mark), "survivors of destroy")
+	_, err = os.Stat(dir)
+	require.ErrorIs(t, err, os.ErrNotExist, "the process's cgroup and those it made are removed")
+
+	q, err := c.Start(proc.Request{Executable: "true", WorkingDirectory: "/"}, nil)
+	require.NoError(t, err)
+	newConsumer(t, q, nil).toEOF()
+	waitExit(t, q)
+	require.NoError(t, q.Destroy())
+	_, err = os.Stat(q.cgroup.dir)
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// A process destroyed once its cgroup emptied (it exited, and its init
+// after it) is destroyed with one read of cgroup.events: no inotify watch
+// is set up for a change that already happened.
+func TestCgroupDestroyAfterTheCgroupEmptiedSetsNoWatch(t *testing.T) {
+	c, err := NewContainment(ContainOptions{Kind: ContainCgroup})
+	if err != nil {
+		t.Skipf("this machine does not allow cgroups: %v", err)
+	}
+	var watches atomic.Int32
+	inotifyInit = func(flags int) (int, error) {
+		watches.Add(1)
+		return unix.InotifyInit1(flags)
+	}
+	t.Cleanup(func() { inotifyInit = unix.InotifyInit1 })
+	p, err := c.Start(proc.Request{Executable: "true", WorkingDirectory: "/"}, nil)
+	require.NoError(t, err)
+	newConsumer(t, p, nil).toEOF()
+	waitExit(t, p)
+	eventually(t, "the cgroup empties", func() bool {
+		pop, err := p.cgroup.populated()
+		return err == nil && !pop
+	})
+	require.NoError(t, p.Destroy())
+	require.Zero(t, watches.Load())
+	_, err = os.Stat(p.cgroup.dir)
+	require.ErrorIs(t, err, os.ErrNotExist)
 }

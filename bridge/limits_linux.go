@@ -244,19 +244,19 @@ func (lm *limiter) newV1(name string, l Limits) (*v1Group, error) {
 		var err error
 		switch ctl {
 		case "pids":
-			err = os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.FormatInt(l.Pids, 10)), 0)
+			err = writeKernFile(filepath.Join(dir, "pids.max"), []byte(strconv.FormatInt(l.Pids, 10)))
 		case "memory":
-			err = os.WriteFile(filepath.Join(dir, "memory.limit_in_bytes"), []byte(strconv.FormatInt(l.Memory, 10)), 0)
+			err = writeKernFile(filepath.Join(dir, "memory.limit_in_bytes"), []byte(strconv.FormatInt(l.Memory, 10)))
 			if err == nil {
 				// Without swap: memory+swap at the same bound, where the
 				// kernel accounts swap.
-				if e := os.WriteFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), []byte(strconv.FormatInt(l.Memory, 10)), 0); e != nil && !errors.Is(e, os.ErrNotExist) {
+				if e := writeKernFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), []byte(strconv.FormatInt(l.Memory, 10))); e != nil && !errors.Is(e, os.ErrNotExist) {
 					err = e
 				}
 			}
 		case "cpu":
-			if err = os.WriteFile(filepath.Join(dir, "cpu.cfs_period_us"), []byte(strconv.Itoa(cgroupV1Period)), 0); err == nil {
-				err = os.WriteFile(filepath.Join(dir, "cpu.cfs_quota_us"), []byte(strconv.FormatInt(int64(l.CPU*cgroupV1Period), 10)), 0)
+			if err = writeKernFile(filepath.Join(dir, "cpu.cfs_period_us"), []byte(strconv.Itoa(cgroupV1Period))); err == nil {
+				err = writeKernFile(filepath.Join(dir, "cpu.cfs_quota_us"), []byte(strconv.FormatInt(int64(l.CPU*cgroupV1Period), 10)))
 			}
 		}
 		if err != nil {
@@ -270,7 +270,7 @@ func (lm *limiter) newV1(name string, l Limits) (*v1Group, error) {
 // join moves pid into every v1 cgroup of the group.
 func (g *v1Group) join(pid int) error {
 	for ctl, dir := range g.dirs {
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+		if err := writeKernFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid))); err != nil {
 			return fmt.Errorf("enter cgroup v1 %s: %w", ctl, err)
 		}
 	}
@@ -284,7 +284,7 @@ func (g *v1Group) remove() error {
 	}
 	var err error
 	for ctl, dir := range g.dirs {
-		if e := os.Remove(dir); e != nil && !errors.Is(e, os.ErrNotExist) {
+		if e := removeDir(dir); e != nil && !errors.Is(e, os.ErrNotExist) {
 			err = errors.Join(err, e)
 		} else {
 			delete(g.dirs, ctl)

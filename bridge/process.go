@@ -530,7 +530,7 @@ func (p *Process) survivors() error {
 // admit puts a new child (or its init), pid, in its v1 cgroups and gives
 // it the children's oom_score_adj.
 func (ct *Containment) admit(pid int, v1 *v1Group) error {
-	if err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(ct.childOOM)), 0); err != nil {
+	if err := writeKernFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", strconv.AppendInt(nil, int64(ct.childOOM), 10)); err != nil {
 		return fmt.Errorf("oom_score_adj: %w", err)
 	}
 	if v1 != nil {
