@@ -277,6 +277,19 @@ func (g *v1Group) join(pid int) error {
 	return nil
 }
 
+// stopForks sets the v1 pids cgroup's limit to 0, so that no process of
+// it forks again: a destroy's kill then ends a tree that cannot refill
+// the slots it frees, as a fork bomb at its limit otherwise does faster
+// than a guardian init's sweeps of /proc kill it (a cgroup v2's
+// cgroup.kill and a PID namespace's end are atomic; a process group's
+// sweep is not).
+func (g *v1Group) stopForks() {
+	if g == nil || g.dirs["pids"] == "" {
+		return
+	}
+	_ = writeKernFile(filepath.Join(g.dirs["pids"], "pids.max"), []byte("0"))
+}
+
 // remove removes the v1 cgroups; it fails while a process is left in one.
 func (g *v1Group) remove() error {
 	if g == nil {

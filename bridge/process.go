@@ -452,6 +452,7 @@ func (p *Process) waitGoroutines(stop <-chan time.Time) error {
 // kill sends SIGKILL to the whole containment, and to the leader in case it
 // moved itself to another group.
 func (p *Process) kill() {
+	p.v1.stopForks()
 	if p.cgroup != nil {
 		_ = p.cgroup.kill()
 	} else if p.guardian {
