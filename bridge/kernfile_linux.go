@@ -9,11 +9,15 @@ import (
 )
 
 // The files of cgroupfs and /proc that a process's start and its destroy
-// read and write (cgroup.kill, cgroup.events, oom_score_adj) are read and
-// written here with plain system calls: os.ReadFile and os.WriteFile
-// register a kernfs file with the poller, which costs each access four
-// system calls more than its open, read or write and close (epoll_ctl in
-// and out, and two fcntl), on the path of every process.
+// read and write (cgroup.kill, cgroup.events, oom_score_adj, and a v1
+// cgroup's limits, cgroup.procs and the pids.max a destroy sets to 0) are
+// read and written here with plain system calls: os.ReadFile and
+// os.WriteFile register a kernfs file with the poller, which costs each
+// access four system calls more than its open, read or write and close
+// (epoll_ctl in and out, and two fcntl), on the path of every process.
+// A cgroup v2's limits (limiter.writeV2) keep os.WriteFile: this machine
+// has no v2 controllers, and their test writes them into a plain
+// directory, where the files must be created.
 
 // writeKernFile writes b to the existing file at path in one write(2).
 func writeKernFile(path string, b []byte) error {
