@@ -60,7 +60,7 @@ func (p *Process) dial(ctx context.Context, processID string, first frames.Frame
 	connCtx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
 	sub := []string{frames.Subprotocol}
-	if first != nil && !p.opts.FirstFrameAsMessage && offersFirst(first) {
+	if first != nil && !p.opts.FirstFrameAsMessage && !p.firstRefused.Load() && offersFirst(first) {
 		if fs, ok := frames.FirstSubprotocol(frames.Append(nil, first)); ok {
 			sub = append(sub, frames.SubprotocolFirst, fs)
 		}
@@ -78,6 +78,15 @@ func (p *Process) dial(ctx context.Context, processID string, first frames.Frame
 	if err != nil {
 		cancel()
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			if len(sub) > 1 && refusesFirst(resp.StatusCode) && ctx.Err() == nil {
+				// A hop refused the request for its size: nothing was
+				// served (only a 101 serves a first frame). Send this
+				// frame, and every later one, as a message.
+				p.firstRefused.Store(true)
+				p.log.Warn("an upgrade carrying the first frame was refused; first frames go as messages from now on (Options.FirstFrameAsMessage avoids the refused request)",
+					"status", resp.StatusCode)
+				return p.dial(ctx, processID, first)
+			}
 			return nil, &httpError{URL: p.url, Status: resp.Status, StatusCode: resp.StatusCode, Err: err}
 		}
 		switch {
@@ -87,6 +96,12 @@ func (p *Process) dial(ctx context.Context, processID string, first frames.Frame
 			err = fmt.Errorf("dial %s: %w: %w", p.url, errHandshakeLost, err)
 		default:
 			err = fmt.Errorf("dial %s: %w", p.url, err)
+		}
+		if len(sub) > 1 && !dialSaysWhy && ctx.Err() == nil {
+			// A browser does not say why a dial failed: a hop may have
+			// refused the request for its size. The next dial sends the
+			// frame as a message.
+			p.firstRefused.Store(true)
 		}
 		if wrote.Load() && len(sub) > 1 {
 			// The first frame went with the request: it may be served.
@@ -106,6 +121,14 @@ func (p *Process) dial(ctx context.Context, processID string, first frames.Frame
 	w.rd.Init(ws, nil)
 	w.rd.Dec.MaxLine = frames.MaxLine
 	return w, nil
+}
+
+// refusesFirst reports whether status, the answer to an upgrade that
+// carried the first frame, is how a hop refuses a request for its headers'
+// size: 431 (Go's net/http and so Caddy, Envoy) or 400 (nginx's "Request
+// Header Or Cookie Too Large", HAProxy). Any other answer stands.
+func refusesFirst(status int) bool {
+	return status == http.StatusRequestHeaderFieldsTooLarge || status == http.StatusBadRequest
 }
 
 // errHandshakeLost marks a dial whose upgrade request was written and whose

@@ -35,6 +35,10 @@ func checkPlatform(o *Options) error {
 	return nil
 }
 
+// dialSaysWhy: a browser's failed dial says neither whether its request
+// was written nor how it was answered.
+const dialSaysWhy = false
+
 // offersFirst reports whether f goes in the upgrade (PROTOCOL.md §1): in a
 // browser an open goes as a message, since a failed dial does not say
 // whether its request was written, and a wrong address must fail at once

@@ -118,6 +118,10 @@ func (p *Process) dialOptions(ctx context.Context, h http.Header, sub []string) 
 
 func checkPlatform(*Options) error { return nil }
 
+// dialSaysWhy: a failed dial says whether its request was written and
+// what answered it (a refusal of the first frame's size, refusesFirst).
+const dialSaysWhy = true
+
 // offersFirst reports whether f goes in the upgrade (PROTOCOL.md §1): here
 // every first frame does, since a failed dial says whether its request was
 // written (firstOfferedError).

@@ -43,7 +43,10 @@ type Options struct {
 	// the upgrade instead of in it (PROTOCOL.md §1, "The first frame in
 	// the upgrade"): for a proxy on the way that logs request headers, or
 	// caps them below the 4 KiB the frame may take. It costs one round
-	// trip per connection.
+	// trip per connection. Without it, a hop that refuses the upgrade for
+	// its size (431, or nginx's 400) costs one refused request: the dial
+	// is made again without the frame, and the process's later first
+	// frames go as messages.
 	FirstFrameAsMessage bool
 	// StdoutWindow and StdinWindow ask the server for window sizes in bytes
 	// (1,024 ..= 1,073,741,824); 0 takes the server's default. They also

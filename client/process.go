@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/procwire/procwire/frames"
@@ -33,6 +34,10 @@ type Process struct {
 	opts       Options
 	dialClient *http.Client // opts.HTTPClient dialling through coalescers; nil: not ours
 	log        *slog.Logger
+	// firstRefused is set once a hop refused an upgrade that carried the
+	// first frame (conn.go, refusesFirst): every later first frame goes as
+	// a message, as with Options.FirstFrameAsMessage.
+	firstRefused atomic.Bool
 
 	stdin  Stdin
 	stdout Stream

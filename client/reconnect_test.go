@@ -158,3 +158,67 @@ func TestFirstFrameAsMessage(t *testing.T) {
 		})
 	}
 }
+
+// capsFirst stands for a proxy whose header limits refuse an upgrade that
+// carries the first frame: it answers status itself to every such request
+// and passes the others on.
+type capsFirst struct {
+	protocolsSeen
+	status int
+}
+
+func (c *capsFirst) RoundTrip(r *http.Request) (*http.Response, error) {
+	sub := strings.Join(r.Header.Values("Sec-WebSocket-Protocol"), ", ")
+	if !strings.Contains(sub, frames.FirstSubprotocolPrefix) {
+		return c.protocolsSeen.RoundTrip(r)
+	}
+	c.mu.Lock()
+	c.seen = append(c.seen, sub)
+	c.mu.Unlock()
+	return &http.Response{
+		Status: fmt.Sprintf("%d %s", c.status, http.StatusText(c.status)), StatusCode: c.status,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: http.NoBody, Request: r,
+	}, nil
+}
+
+// A hop that refuses an upgrade for the size of its headers (431, or 400
+// as nginx and HAProxy answer) costs one refused request: the open goes
+// again as a message, and so does every later first frame (the resume
+// after a cut). Any other refusal stands.
+func TestAHopRefusingTheFirstFrameCostsOneRequest(t *testing.T) {
+	for _, status := range []int{http.StatusRequestHeaderFieldsTooLarge, http.StatusBadRequest} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			e := newEnv(t, server.Config{})
+			c := ctx(t)
+			rec := &capsFirst{protocolsSeen: protocolsSeen{rt: &http.Transport{}}, status: status}
+			opts := fastOpts()
+			opts.HTTPClient = &http.Client{Transport: rec}
+			p := open(t, e.purl, sh(`echo ready; read l; echo "got $l"`), opts)
+			require.Equal(t, "ready\n", readLine(t, c, p.Stdout()))
+			require.Equal(t, 1, e.proxy.CutAll())
+			_, err := p.Stdin().WriteContext(c, []byte("x\n"))
+			require.NoError(t, err)
+			require.Equal(t, "got x\n", readLine(t, c, p.Stdout()))
+			st, err := p.Wait(c)
+			require.NoError(t, err)
+			require.Equal(t, client.ExitStatus{}, st)
+			require.NoError(t, p.Destroy(c))
+			seen := rec.all()
+			require.GreaterOrEqual(t, len(seen), 3, "the refused open, the open, a resume")
+			require.Contains(t, seen[0], frames.FirstSubprotocolPrefix, "the open offered in the upgrade")
+			for _, s := range seen[1:] {
+				require.NotContains(t, s, frames.FirstSubprotocolPrefix, "after the refusal")
+			}
+		})
+	}
+	t.Run("403 stands", func(t *testing.T) {
+		e := newEnv(t, server.Config{})
+		rec := &capsFirst{protocolsSeen: protocolsSeen{rt: &http.Transport{}}, status: http.StatusForbidden}
+		opts := fastOpts()
+		opts.HTTPClient = &http.Client{Transport: rec}
+		_, err := client.Open(ctx(t), e.purl, instanceID(t), sh("true"), opts)
+		require.Error(t, err)
+		require.Len(t, rec.all(), 1, "not repeated")
+	})
+}

@@ -61,7 +61,9 @@ export interface OpenOptions {
    * its Sec-WebSocket-Protocol header (PROTOCOL.md §1, "The first frame in
    * the upgrade"): for a proxy on the way that logs request headers or caps
    * them below the 4 KiB the frame may take. One round trip more per
-   * connection. Default false.
+   * connection. Default false: a hop that refuses the upgrade for its size
+   * (431, or nginx's 400) then costs one refused request, after which the
+   * process's first frames go as messages.
    */
   firstFrameAsMessage?: boolean;
   /** The WebSocket class: default `ws` on Node, globalThis.WebSocket elsewhere. */
@@ -536,6 +538,7 @@ class Proc {
   supervisor: object | undefined;
   reached = false; // the last resume's dial reached the server
   pingsAsked = false; // the transport cannot ping: open and resume ask for application-level pings
+  firstRefused = false; // a hop refused an upgrade carrying the first frame: first frames go as messages
   isTty = false; // opened on a terminal
   winSize: { rows: number; cols: number; seq: number } | undefined; // the last resize(), sent on every connection
 
@@ -687,10 +690,16 @@ class Proc {
   // dial connects; first, when given, is offered in the upgrade
   // (PROTOCOL.md §1) unless opts.firstFrameAsMessage, and exchange then
   // sends it only if the server did not take it.
-  private dial(byProcess: boolean, timeout: number, signal?: AbortSignal, first?: FirstOffer): Promise<Transport> {
+  // Once a hop refused an upgrade carrying the first frame (FirstOffer.refused),
+  // every later first frame goes as a message, as with firstFrameAsMessage.
+  private async dial(byProcess: boolean, timeout: number, signal?: AbortSignal, first?: FirstOffer): Promise<Transport> {
     const extra = this.opts.token && this.tokenInSubprotocol() ? [bearerSubprotocol(this.opts.token)] : [];
-    const offer = this.opts.firstFrameAsMessage ? undefined : first;
-    return dial(this.C, this.url, this.headers(byProcess), extra, timeout, signal, offer);
+    const offer = this.opts.firstFrameAsMessage || this.firstRefused ? undefined : first;
+    try {
+      return await dial(this.C, this.url, this.headers(byProcess), extra, timeout, signal, offer);
+    } finally {
+      if (offer?.refused) this.firstRefused = true;
+    }
   }
 
   // exchange sends a first frame and returns the first answer, or throws.

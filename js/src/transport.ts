@@ -135,6 +135,23 @@ const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREAC
 export interface FirstOffer {
   line: string;
   mayBeServed?: boolean;
+  /**
+   * Set by dial when a hop refused the upgrade carrying the frame for its
+   * size (HTTP 431, or 400 as nginx and HAProxy answer; dial then dialled
+   * again without it), or when a WHATWG WebSocket's dial offering it failed
+   * (a browser does not say why): later first frames go as messages.
+   */
+  refused?: boolean;
+}
+
+/**
+ * Whether status, the answer to an upgrade that carried the first frame, is
+ * how a hop refuses a request for its headers' size: 431 (Go's net/http and
+ * so Caddy, Envoy) or 400 (nginx's "Request Header Or Cookie Too Large",
+ * HAProxy). Any other answer stands.
+ */
+export function refusesFirst(status: number | undefined): boolean {
+  return status === 431 || status === 400;
 }
 
 /** Whether hostname (a URL's) names the loopback interface. */
@@ -154,6 +171,7 @@ export function dial(C: WebSocketClass, url: string, headers: Record<string, str
   const protocols = [SUBPROTOCOL, ...extra];
   const offered = first !== undefined ? firstSubprotocol(first.line) : undefined;
   if (offered) protocols.push(SUBPROTOCOL_FIRST, offered);
+  const deadline = Date.now() + timeoutMs;
   return new Promise<Transport>((resolve, reject) => {
     let settled = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -199,6 +217,17 @@ export function dial(C: WebSocketClass, url: string, headers: Record<string, str
         sock.on("unexpected-response", (_req: unknown, res: { statusCode?: number; statusMessage?: string; resume?: () => void }) => {
           res.resume?.();
           const why = `dial ${url}: HTTP ${res.statusCode} ${res.statusMessage ?? ""}`.trim();
+          if (offered && refusesFirst(res.statusCode) && !settled) {
+            // A hop refused the request for its size: nothing was served
+            // (only a 101 serves a first frame). Dial again without it.
+            settled = true;
+            clearTimeout(timer);
+            signal?.removeEventListener("abort", onAbort);
+            abortSock();
+            first!.refused = true;
+            resolve(dial(C, url, headers, extra, Math.max(1, deadline - Date.now()), signal));
+            return;
+          }
           // Answered without an upgrade: nothing was served.
           fail(why, res.statusCode === 401 || res.statusCode === 403 ? new Failure("unauthorized", why) : undefined, false);
         });
@@ -213,7 +242,12 @@ export function dial(C: WebSocketClass, url: string, headers: Record<string, str
         sock.binaryType = "arraybuffer";
         const t = whatwgTransport(sock);
         sock.onopen = () => opened(t, sock.protocol);
-        sock.onerror = () => fail("connection failed");
+        sock.onerror = () => {
+          // A browser does not say why a dial failed: a hop may have
+          // refused the request for its size. Later dials send it as a message.
+          if (offered && !settled) first!.refused = true;
+          fail("connection failed");
+        };
         const onclose = sock.onclose;
         sock.onclose = (ev) => {
           if (!settled) fail(`closed with ${ev.code} before the upgrade`);

@@ -90,6 +90,12 @@ func freeAddr(tb testing.TB) string {
 // and waits until it accepts connections.
 func startCaddy(tb testing.TB, backends ...*backend) *caddy {
 	tb.Helper()
+	return startCaddyWith(tb, "", backends...)
+}
+
+// startCaddyWith is startCaddy with extra global options.
+func startCaddyWith(tb testing.TB, extra string, backends ...*backend) *caddy {
+	tb.Helper()
 	bin := caddyBin(tb)
 	var addrs []string
 	for _, b := range backends {
@@ -100,7 +106,7 @@ func startCaddy(tb testing.TB, backends ...*backend) *caddy {
 		out: &syncBuffer{}, done: make(chan struct{})}
 	site, err := renderCaddy(nginxConfig{Listen: c.addr, Backends: addrs})
 	require.NoError(tb, err)
-	global := fmt.Sprintf("{\n\tadmin %s\n\tauto_https off\n}\n\n", c.admin)
+	global := fmt.Sprintf("{\n\tadmin %s\n\tauto_https off\n%s}\n\n", c.admin, extra)
 	require.NoError(tb, os.WriteFile(c.conf, []byte(global+site), 0o600))
 	c.cmd = exec.Command(bin, "run", "--config", c.conf, "--adapter", "caddyfile")
 	c.cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)

@@ -272,6 +272,13 @@ type proxy struct {
 // long a worker left by a reload keeps its connections.
 func startNginx(tb testing.TB, shutdownTimeout time.Duration, backends ...*backend) *proxy {
 	tb.Helper()
+	return startNginxWith(tb, shutdownTimeout, "", backends...)
+}
+
+// startNginxWith is startNginx with extra directives in the http context,
+// before the configuration of docs/proxies.md.
+func startNginxWith(tb testing.TB, shutdownTimeout time.Duration, extra string, backends ...*backend) *proxy {
+	tb.Helper()
 	bin := nginxBin(tb)
 	var addrs []string
 	for _, b := range backends {
@@ -279,7 +286,7 @@ func startNginx(tb testing.TB, shutdownTimeout time.Duration, backends ...*backe
 	}
 	var lastErr error
 	for range 3 { // a port picked free may be taken before nginx binds it
-		p, err := tryNginx(tb, bin, shutdownTimeout, addrs)
+		p, err := tryNginx(tb, bin, shutdownTimeout, extra, addrs)
 		if err == nil {
 			return p
 		}
@@ -289,7 +296,7 @@ func startNginx(tb testing.TB, shutdownTimeout time.Duration, backends ...*backe
 	return nil
 }
 
-func tryNginx(tb testing.TB, bin string, shutdownTimeout time.Duration, backends []string) (*proxy, error) {
+func tryNginx(tb testing.TB, bin string, shutdownTimeout time.Duration, extra string, backends []string) (*proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(tb, err)
 	addr := ln.Addr().String()
@@ -318,8 +325,9 @@ http {
     uwsgi_temp_path %[2]s/uwsgi;
     scgi_temp_path %[2]s/scgi;
 %[4]s
+%[5]s
 }
-`, user, dir, shutdownTimeout.Milliseconds(), http)
+`, user, dir, shutdownTimeout.Milliseconds(), extra, http)
 	require.NoError(tb, os.WriteFile(conf, []byte(main), 0o600))
 
 	p := &proxy{bin: bin, dir: dir, conf: conf, addr: addr, done: make(chan struct{})}
