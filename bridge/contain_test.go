@@ -140,6 +140,61 @@ func TestSignalReachesTheGroup(t *testing.T) {
 	})
 }
 
+// A signal someone else sends to an init's own pid: a guardian forwards it
+// to the child's group; a PID namespace's init ignores it once the child
+// is forked (the server's own signals go through the control pipe), so
+// that the process goes on and the server's SIGINT still reaches it.
+func TestAStraySignalToTheInit(t *testing.T) {
+	eachContainment(t, func(t *testing.T, c *Containment) {
+		req := shReq(t, `trap "echo got TERM; exit 3" TERM; trap "echo got INT; exit 4" INT; echo ready; while :; do sleep 0.05; done`)
+		p, err := c.Start(req, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Destroy() })
+		if p.ctlW == nil {
+			t.Skip("started without an init (README, Containment)")
+		}
+		var out bytes.Buffer
+		cons := newConsumer(t, p, &out)
+		cons.until("ready", func() bool { return strings.HasPrefix(out.String(), "ready\n") })
+		mask := "SigIgn:"
+		if p.guardian {
+			mask = "SigCgt:"
+		}
+		eventually(t, "the init's "+mask+" holds SIGTERM", func() bool {
+			return sigMask(t, p.pid, mask)&(1<<(syscall.SIGTERM-1)) != 0
+		})
+		require.NoError(t, syscall.Kill(p.pid, syscall.SIGTERM))
+		if p.guardian {
+			require.Equal(t, proc.ExitStatus{Code: 3}, waitExit(t, p), "forwarded")
+			cons.toEOF()
+			require.Equal(t, "ready\ngot TERM\n", out.String())
+			return
+		}
+		delivered, err := p.Signal(syscall.SIGINT)
+		require.NoError(t, err)
+		require.True(t, delivered)
+		require.Equal(t, proc.ExitStatus{Code: 4}, waitExit(t, p), "the init lived on")
+		cons.toEOF()
+		require.Equal(t, "ready\ngot INT\n", out.String(), "ignored")
+	})
+}
+
+// sigMask returns the mask of pid's /proc status line named field
+// ("SigIgn:", "SigCgt:"), bit n-1 for signal n.
+func sigMask(t testing.TB, pid int, field string) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	require.NoError(t, err)
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, field); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			require.NoError(t, err)
+			return m
+		}
+	}
+	t.Fatalf("no %s line in /proc/%d/status", field, pid)
+	return 0
+}
+
 func TestExitStatusInEachContainment(t *testing.T) {
 	eachContainment(t, func(t *testing.T, c *Containment) {
 		for script, want := range map[string]proc.ExitStatus{

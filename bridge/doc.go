@@ -61,8 +61,9 @@
 // may run with inMu held (PushStdin's), never with mu or errMu.
 //
 // The init (package initproc) is a process of its own, not a goroutine:
-// its main goroutine reaps, one forwards signals to the child's group, and
-// one reads the control pipe and sweeps the tree at its EOF. It runs from
+// its main goroutine reaps, one reads the control pipe (the signals the
+// server asks it to send the child's group) and sweeps the tree at its
+// EOF, and a guardian's third forwards the signals sent to its own pid. It runs from
 // initproc's package initialisation, before the server's heavier packages
 // are initialised, so a re-executed server reaches it in about a fifth of
 // the time it takes to reach main.

@@ -14,8 +14,10 @@ package bridge
 // before that of the program's heavier packages, and exits there
 // (initproc's doc). MaybeRunInit returns at once otherwise.
 //
-// The init starts the child in its own process group, forwards SIGINT,
-// SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to that group, reaps every
+// The init starts the child in its own process group, sends that group the
+// signals the server asks for on its control pipe (a guardian also
+// forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to
+// its own pid; a PID namespace's init ignores them), reaps every
 // process of the tree, reports the child's exit to the server, and exits
 // when no other process is left. When the server closes the control pipe
 // or dies, it kills every process of the tree first.

@@ -334,10 +334,12 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 			return true, nil
 		}
 	}
-	if p.guardian && sig == syscall.SIGKILL {
-		// SIGKILL would end the guardian, not the child: the guardian
-		// sends it.
-		if _, err := p.ctlW.Write([]byte{initproc.CtlKill}); err != nil {
+	if c, ok := ctlSignal(sig); p.ctlW != nil && (ok || p.guardian) {
+		// The init sends it to the child's group: it handles no signal
+		// sent to its own pid (initproc.CtlInt). SIGKILL to a namespace's
+		// init ends the namespace at once; to a guardian it would end the
+		// guardian, not the child.
+		if _, err := p.ctlW.Write([]byte{c}); err != nil {
 			return false, nil // the init is gone
 		}
 		return true, nil
@@ -351,6 +353,18 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 		return false, fmt.Errorf("signal process group %d: %w", p.pid, err)
 	}
 	return true, nil
+}
+
+// ctlSignal is the control pipe's byte asking an init for sig; ok is false
+// for SIGKILL, which reaches a namespace's init itself.
+func ctlSignal(sig syscall.Signal) (c byte, ok bool) {
+	switch sig {
+	case syscall.SIGINT:
+		return initproc.CtlInt, true
+	case syscall.SIGTERM:
+		return initproc.CtlTerm, true
+	}
+	return initproc.CtlKill, false
 }
 
 // Destroy tears the process down: SIGKILL to the whole containment (the

@@ -18,9 +18,10 @@
 // That makes the re-execution of a server binary as an init cost about a
 // fifth of what reaching main does (README, "Cold first byte").
 //
-// Its goroutines: the main one forks the child and then reaps; one
-// forwards signals to the child's group; one reads the control pipe and
-// sweeps the tree at its EOF. It shares no lock with anything.
+// Its goroutines: the main one forks the child and then reaps; one reads
+// the control pipe, signals the child's group as it asks, and sweeps the
+// tree at its EOF; a guardian has one more, which forwards the signals it
+// receives to the child's group. It shares no lock with anything.
 package initproc
 
 import (
@@ -41,10 +42,18 @@ const (
 	StatusFd = 3 // the write end of the status pipe
 	CtlFd    = 4 // the read end of the control pipe
 
-	// CtlKill, written on the control pipe, asks a guardian init to send
-	// SIGKILL to the child's process group.
+	// Written on the control pipe, CtlInt, CtlTerm and CtlKill ask the
+	// init to send SIGINT, SIGTERM or SIGKILL to the child's process group.
+	// The server signals the child this way, not through the init's pid:
+	// the init then needs no signal handling of its own (os/signal's
+	// goroutine and threads), and the request reaches this init or none.
+	CtlInt  = 'I'
+	CtlTerm = 'T'
 	CtlKill = 'K'
 )
+
+// ctlSignals are the signals the control pipe's bytes ask for.
+var ctlSignals = map[byte]syscall.Signal{CtlInt: syscall.SIGINT, CtlTerm: syscall.SIGTERM, CtlKill: syscall.SIGKILL}
 
 // Modes of the init.
 const (
@@ -113,16 +122,20 @@ func run() int {
 		report(status, "error", int(errno))
 		return 1
 	}
-	// The signals to forward are caught from now on, before the payload
-	// arrives: Notify starts a goroutine and a thread, which a warm init
-	// (one started ahead of its process) does while it waits rather than
-	// on the way to the child's fork. What arrives before the child
-	// exists is forwarded to it once it does.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	pl, err := ReadSetup(ctl)
 	if err != nil {
 		return fail(err)
+	}
+	// The server signals the child through the control pipe. A signal
+	// sent to a guardian's pid by someone else is forwarded to the child's
+	// group: it would otherwise end the guardian and leave its tree
+	// unswept. A namespace's pid 1 ignores it once the child is forked, as
+	// the kernel has any pid 1 without a handler do: Notify's goroutine
+	// and its threads cost each start about a millisecond of CPU.
+	var sigs chan os.Signal
+	if pl.Mode == ModeGuardian {
+		sigs = make(chan os.Signal, 16)
+		signal.Notify(sigs, strays...)
 	}
 	if err := setUp(pl); err != nil {
 		return fail(err)
@@ -137,7 +150,12 @@ func run() int {
 	}
 	report(status, "started", -1)
 	releaseStdio()
-	go forwardSignals(sigs, pid)
+	if sigs != nil {
+		go forwardSignals(sigs, pid)
+	} else {
+		// After the fork: the child must not inherit SIG_IGN.
+		signal.Ignore(strays...)
+	}
 	go obeyControl(ctl, pid, pl.Mode)
 	return reapAll(pid, status)
 }
@@ -216,6 +234,11 @@ func releaseStdio() {
 	}
 }
 
+// strays are the signals someone other than the server may send an init
+// that a guardian forwards to its child's group and a namespace's pid 1
+// ignores; the server's own go through the control pipe.
+var strays = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
 // forwardSignals passes the signals the init receives on to the child's
 // process group.
 func forwardSignals(sigs <-chan os.Signal, pid int) {
@@ -224,16 +247,21 @@ func forwardSignals(sigs <-chan os.Signal, pid int) {
 	}
 }
 
-// obeyControl reads the control pipe: a kill request, or EOF when the
-// server is done with the process or gone, upon which it sweeps the tree.
+// obeyControl reads the control pipe: signals for the child's group, or
+// EOF when the server is done with the process or gone, upon which it
+// sweeps the tree.
 func obeyControl(ctl *os.File, pid int, mode string) {
 	buf := make([]byte, 64)
 	for {
 		n, err := ctl.Read(buf)
 		for _, c := range buf[:n] {
-			if c == CtlKill {
-				_ = syscall.Kill(-pid, syscall.SIGKILL)
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+			sig, ok := ctlSignals[c]
+			if !ok {
+				continue
+			}
+			_ = syscall.Kill(-pid, sig)
+			if sig == syscall.SIGKILL {
+				_ = syscall.Kill(pid, sig) // the leader, should it have left its group
 			}
 		}
 		if err != nil {
