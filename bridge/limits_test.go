@@ -4,10 +4,12 @@ package bridge
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,6 +112,76 @@ func TestPidsLimitHoldsAForkBomb(t *testing.T) {
 		require.Less(t, took, time.Second, "destroy within 1 s, the issue's bound")
 		require.Empty(t, markedAlive(mark))
 	})
+}
+
+// TestAGuardianEndsAForkBombAtALimitItDoesNotKnow: a fork bomb in a
+// process group at a pids limit the server did not set, so that its
+// destroy cannot stop the group's forks (v1Group.stopForks): a v1 pids
+// cgroup of the test's, holding the bomb alone, or the bomb and its
+// guardian init, as an outer container's --pids-limit holds everything.
+// The guardian's sweeps end it within 1 s, leaving nothing, while other
+// processes start beside it.
+func TestAGuardianEndsAForkBombAtALimitItDoesNotKnow(t *testing.T) {
+	if _, err := os.Stat("/bin/bash"); err != nil {
+		t.Skip("no bash for the fork bomb")
+	}
+	pids, ok := v1Dirs()["pids"]
+	if !ok {
+		t.Skip("no writable v1 pids cgroup to stand for an outer limit")
+	}
+	for _, initInside := range []bool{false, true} {
+		t.Run(fmt.Sprintf("init inside %v", initInside), func(t *testing.T) {
+			cg := filepath.Join(pids, fmt.Sprintf("procwire-test-outer-%d-%v", os.Getpid(), initInside))
+			if err := os.Mkdir(cg, 0o755); err != nil {
+				t.Skipf("no v1 pids cgroup to stand for an outer limit: %v", err)
+			}
+			t.Cleanup(func() { endCgroupV1(t, cg) })
+			require.NoError(t, os.WriteFile(filepath.Join(cg, "pids.max"), []byte("200"), 0o644))
+			c, err := NewContainment(ContainOptions{Kind: ContainProcessGroup})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, c.Close()) })
+			req, mark := marked(t, `echo $$ > `+filepath.Join(cg, "cgroup.procs")+`; echo started; read go; :(){ :|:& };:; sleep 300`)
+			req.Executable = "bash"
+			bomb, err := c.Start(req, nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = bomb.Destroy() })
+			require.True(t, bomb.guardian, "a process group's init is a guardian")
+			var out bytes.Buffer
+			newConsumer(t, bomb, &out).until("started", func() bool { return strings.Contains(out.String(), "started") })
+			if initInside {
+				require.NoError(t, os.WriteFile(filepath.Join(cg, "cgroup.procs"), []byte(strconv.Itoa(bomb.pid)), 0o644))
+			}
+			require.NoError(t, bomb.PushStdin([]byte("go\n")))
+			// At its limit (the init and its threads take a few slots).
+			eventually(t, "the bomb to fill its limit", func() bool { return len(markedAlive(mark)) >= 185 })
+			for range 20 {
+				o, st := output(t, shReq(t, `echo ok`), nil)
+				require.Equal(t, "ok\n", o)
+				require.Equal(t, proc.ExitStatus{}, st)
+			}
+			t0 := time.Now()
+			require.NoError(t, bomb.Destroy())
+			took := time.Since(t0)
+			t.Logf("destroy of the bomb took %v", took)
+			require.Less(t, took, time.Second, "destroy within 1 s")
+			require.Empty(t, markedAlive(mark))
+		})
+	}
+}
+
+// endCgroupV1 ends whatever is left in the v1 cgroup dir (no task may
+// fork once pids.max is 0) and removes it.
+func endCgroupV1(t testing.TB, dir string) {
+	_ = os.WriteFile(filepath.Join(dir, "pids.max"), []byte("0"), 0o644)
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		for f := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		return os.Remove(dir) == nil
+	}, time.Minute, 10*time.Millisecond, "the test's cgroup %s emptied and removed", dir)
 }
 
 // TestLimitsWithCgroupV2Controllers: this machine's cgroup2 has no
