@@ -130,21 +130,11 @@ func TestFirstFrameAsMessage(t *testing.T) {
 	for _, asMessage := range []bool{false, true} {
 		t.Run(fmt.Sprint("as message ", asMessage), func(t *testing.T) {
 			e := newEnv(t, server.Config{})
-			c := ctx(t)
 			rec := &protocolsSeen{rt: &http.Transport{}}
 			opts := fastOpts()
 			opts.HTTPClient = &http.Client{Transport: rec}
 			opts.FirstFrameAsMessage = asMessage
-			p := open(t, e.purl, sh(`echo ready; read l; echo "got $l"`), opts)
-			require.Equal(t, "ready\n", readLine(t, c, p.Stdout()))
-			require.Equal(t, 1, e.proxy.CutAll())
-			_, err := p.Stdin().WriteContext(c, []byte("x\n"))
-			require.NoError(t, err)
-			require.Equal(t, "got x\n", readLine(t, c, p.Stdout()))
-			st, err := p.Wait(c)
-			require.NoError(t, err)
-			require.Equal(t, client.ExitStatus{}, st)
-			require.NoError(t, p.Destroy(c))
+			echoAcrossACut(t, e, opts)
 			seen := rec.all()
 			require.GreaterOrEqual(t, len(seen), 2, "the open and a resume")
 			if !asMessage {
@@ -157,6 +147,24 @@ func TestFirstFrameAsMessage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// echoAcrossACut opens a process through e's proxy with opts, cuts its
+// connection once, and checks that a line written after the cut comes
+// back and the process exits 0.
+func echoAcrossACut(t *testing.T, e *env, opts *client.Options) {
+	t.Helper()
+	c := ctx(t)
+	p := open(t, e.purl, sh(`echo ready; read l; echo "got $l"`), opts)
+	require.Equal(t, "ready\n", readLine(t, c, p.Stdout()))
+	require.Equal(t, 1, e.proxy.CutAll())
+	_, err := p.Stdin().WriteContext(c, []byte("x\n"))
+	require.NoError(t, err)
+	require.Equal(t, "got x\n", readLine(t, c, p.Stdout()))
+	st, err := p.Wait(c)
+	require.NoError(t, err)
+	require.Equal(t, client.ExitStatus{}, st)
+	require.NoError(t, p.Destroy(c))
 }
 
 // capsFirst stands for a proxy whose header limits refuse an upgrade that
@@ -190,20 +198,10 @@ func TestAHopRefusingTheFirstFrameCostsOneRequest(t *testing.T) {
 	for _, status := range []int{http.StatusRequestHeaderFieldsTooLarge, http.StatusBadRequest} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			e := newEnv(t, server.Config{})
-			c := ctx(t)
 			rec := &capsFirst{protocolsSeen: protocolsSeen{rt: &http.Transport{}}, status: status}
 			opts := fastOpts()
 			opts.HTTPClient = &http.Client{Transport: rec}
-			p := open(t, e.purl, sh(`echo ready; read l; echo "got $l"`), opts)
-			require.Equal(t, "ready\n", readLine(t, c, p.Stdout()))
-			require.Equal(t, 1, e.proxy.CutAll())
-			_, err := p.Stdin().WriteContext(c, []byte("x\n"))
-			require.NoError(t, err)
-			require.Equal(t, "got x\n", readLine(t, c, p.Stdout()))
-			st, err := p.Wait(c)
-			require.NoError(t, err)
-			require.Equal(t, client.ExitStatus{}, st)
-			require.NoError(t, p.Destroy(c))
+			echoAcrossACut(t, e, opts)
 			seen := rec.all()
 			require.GreaterOrEqual(t, len(seen), 3, "the refused open, the open, a resume")
 			require.Contains(t, seen[0], frames.FirstSubprotocolPrefix, "the open offered in the upgrade")

@@ -650,69 +650,12 @@ test("with firstFrameAsMessage the open and the resume go as messages", async ()
   await srv.close();
 });
 
-// A hop refusing an upgrade for the size of its headers (431, or 400 as
-// nginx and HAProxy answer) costs one refused request: the open is dialled
-// again as a message, and every later first frame (the resume after a cut)
-// goes as a message too. Any other refusal stands.
-for (const status of [431, 400, 403]) {
-  test(`a hop answering ${status} to the first frame in the upgrade`, async (t) => {
-    const offers = [];
-    const firsts = [];
-    let first;
-    const srv = await fake(
-      async ({ ws, next, send }) => {
-        const f = await next();
-        if (f.type === "destroy") {
-          send({ type: "destroyed", process_id: PID });
-          ws.close(1000);
-          return;
-        }
-        firsts.push(f.type);
-        if (f.type === "open") {
-          first = await opened(f);
-          send(first);
-          ws.terminate(); // a lost connection: the client resumes
-          return;
-        }
-        send({ type: "resumed", process_id: PID, evidence: first.evidence, stdin_received: 0, stdin_limit: 65536 });
-        send({ type: "stdout", off: 0, data: new TextEncoder().encode("hi\n") });
-        await next(); // the handle's destroy
-        send({ type: "destroyed", process_id: PID });
-        ws.close(1000);
-      },
-      {
-        handleProtocols: (protocols) => (protocols.has("procwire.v1.first") ? "procwire.v1.first" : "procwire.v1"),
-        verifyClient: (info, cb) => {
-          const offer = info.req.headers["sec-websocket-protocol"];
-          offers.push(offer);
-          if (offer.includes("procwire.first.")) cb(false, status);
-          else cb(true);
-        },
-      },
-    );
-    t.after(() => srv.close());
-    const opening = openProcess(srv.url, "inst-first-refused", req("cat"), { reconnectMin: 5, openTimeout: 5000, resumeBudget: 2 });
-    if (status === 403) {
-      await assert.rejects(opening, (e) => e instanceof SandboxOperationFailed && e.reason === "unauthorized");
-      assert.equal(offers.length, 1, "not repeated");
-      return;
-    }
-    const p = await opening;
-    const r = p.output.getReader();
-    assert.equal(new TextDecoder().decode((await r.read()).value), "hi\n");
-    r.releaseLock();
-    await p.destroy();
-    assert.deepEqual(firsts, ["open", "resume"]);
-    assert.ok(offers.length >= 3, `${offers.length} upgrades`);
-    assert.ok(offers[0].includes("procwire.first."), "the open offered in the upgrade");
-    for (const o of offers.slice(1)) assert.ok(!o.includes("procwire.first."), `offered after the refusal: ${o}`);
-  });
-}
-
-// A WHATWG WebSocket does not say why a dial failed: after a dial that
-// offered the first frame failed (here a hop refusing the resume with 431),
-// the next one sends it as a message. The open goes as a message anyway.
-test("WHATWG: a resume refused in the upgrade goes as a message next", async (t) => {
+// refusingFake is a server that answers an open (then cuts the
+// connection), a resume (with "hi\n" on stdout) and a destroy, taking a
+// first frame offered in the upgrade. It records every upgrade's offer in
+// offers and the first frames it read in firsts; refuse(offer) gives the
+// status to refuse an upgrade with, 0 to accept it.
+async function refusingFake(t, refuse) {
   const offers = [];
   const firsts = [];
   let first;
@@ -742,22 +685,56 @@ test("WHATWG: a resume refused in the upgrade goes as a message next", async (t)
       verifyClient: (info, cb) => {
         const offer = info.req.headers["sec-websocket-protocol"];
         offers.push(offer);
-        if (offer.includes("procwire.first.")) cb(false, 431);
+        const status = refuse(offer);
+        if (status) cb(false, status);
         else cb(true);
       },
     },
   );
   t.after(() => srv.close());
-  // ws's class behind a constructor without ping(): the client takes it for a WHATWG one.
-  const Whatwg = function (url, protocols) {
-    return new WebSocket(url, protocols);
-  };
-  const p = await openProcess(srv.url, "inst-first-whatwg", req("cat"), { reconnectMin: 5, openTimeout: 5000, resumeBudget: 3, WebSocket: Whatwg });
+  return { url: srv.url, offers, firsts };
+}
+
+// readsHiAfterTheResume checks that p, opened on a refusingFake, reads its
+// "hi\n" after the resume, and destroys it.
+async function readsHiAfterTheResume(p, firsts) {
   const r = p.output.getReader();
   assert.equal(new TextDecoder().decode((await r.read()).value), "hi\n");
   r.releaseLock();
   await p.destroy();
   assert.deepEqual(firsts, ["open", "resume"]);
+}
+
+// A hop refusing an upgrade for the size of its headers (431, or 400 as
+// nginx and HAProxy answer) costs one refused request: the open is dialled
+// again as a message, and every later first frame (the resume after a cut)
+// goes as a message too. Any other refusal stands.
+for (const status of [431, 400, 403]) {
+  test(`a hop answering ${status} to the first frame in the upgrade`, async (t) => {
+    const { url, offers, firsts } = await refusingFake(t, (offer) => (offer.includes("procwire.first.") ? status : 0));
+    const opening = openProcess(url, "inst-first-refused", req("cat"), { reconnectMin: 5, openTimeout: 5000, resumeBudget: 2 });
+    if (status === 403) {
+      await assert.rejects(opening, (e) => e instanceof SandboxOperationFailed && e.reason === "unauthorized");
+      assert.equal(offers.length, 1, "not repeated");
+      return;
+    }
+    await readsHiAfterTheResume(await opening, firsts);
+    assert.ok(offers.length >= 3, `${offers.length} upgrades`);
+    assert.ok(offers[0].includes("procwire.first."), "the open offered in the upgrade");
+    for (const o of offers.slice(1)) assert.ok(!o.includes("procwire.first."), `offered after the refusal: ${o}`);
+  });
+}
+
+// A WHATWG WebSocket does not say why a dial failed: after a dial that
+// offered the first frame failed (here a hop refusing the resume with 431),
+// the next one sends it as a message. The open goes as a message anyway.
+test("WHATWG: a resume refused in the upgrade goes as a message next", async (t) => {
+  const { url, offers, firsts } = await refusingFake(t, (offer) => (offer.includes("procwire.first.") ? 431 : 0));
+  // ws's class behind a constructor without ping(): the client takes it for a WHATWG one.
+  const Whatwg = function (url, protocols) {
+    return new WebSocket(url, protocols);
+  };
+  await readsHiAfterTheResume(await openProcess(url, "inst-first-whatwg", req("cat"), { reconnectMin: 5, openTimeout: 5000, resumeBudget: 3, WebSocket: Whatwg }), firsts);
   assert.ok(!offers[0].includes("procwire.first."), "the open goes as a message");
   assert.ok(offers[1].includes("procwire.first."), "the resume offered in the upgrade");
   for (const o of offers.slice(2)) assert.ok(!o.includes("procwire.first."), `offered after the failure: ${o}`);
