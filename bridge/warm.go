@@ -166,7 +166,11 @@ func (ct *Containment) refill(key spareKey, c proc.Config) {
 		if err == nil && w.on && w.key == key && len(w.spares) < w.depth {
 			w.spares, spare = append(w.spares, spare), nil
 		}
-		if err != nil {
+		// Done with the init that fills the pool, not at the next turn: a
+		// Start that takes it meanwhile must see no refill under way, and
+		// announce the next one for after its own first output.
+		done := err != nil || !w.on || w.key != key || len(w.spares) >= w.depth
+		if done {
 			w.making, w.startRefill = false, nil
 		}
 		w.made.Broadcast()
@@ -177,7 +181,7 @@ func (ct *Containment) refill(key spareKey, c proc.Config) {
 		if w.onRefill != nil {
 			w.onRefill()
 		}
-		if err != nil {
+		if done {
 			return
 		}
 	}

@@ -30,6 +30,25 @@ func spareOf(t *testing.T, c *Containment) (pid int, cgroupDir string) {
 	return spare.pid, cgroupDir
 }
 
+// warmSnapshot is what c's warm inits were at one moment: the spares'
+// pids, whether a refill runs, and whether one waits to start.
+type warmSnapshot struct {
+	spares            []int
+	making, announced bool
+}
+
+// warmState takes a snapshot of c's warm inits under their lock, so that a
+// failed check never holds it (Close, in the test's cleanup, takes it).
+func warmState(c *Containment) warmSnapshot {
+	c.warm.mu.Lock()
+	defer c.warm.mu.Unlock()
+	s := warmSnapshot{making: c.warm.making, announced: c.warm.startRefill != nil}
+	for _, l := range c.warm.spares {
+		s.spares = append(s.spares, l.pid)
+	}
+	return s
+}
+
 // requireGone checks that pid was reaped (it has no /proc entry, not
 // even a zombie's) and that the cgroup directory, if any, was removed.
 func requireGone(t *testing.T, pid int, cgroupDir string) {
@@ -148,11 +167,10 @@ func TestWarmInitMadeAfterTheFirstOutput(t *testing.T) {
 		// until its stdin says so: no init is made meanwhile.
 		quiet, err := c.Start(shReq(t, `read x; echo "$x"`), nil)
 		require.NoError(t, err)
-		c.warm.mu.Lock()
-		require.Empty(t, c.warm.spares)
-		require.True(t, c.warm.making, "announced")
-		require.NotNil(t, c.warm.startRefill, "but not started")
-		c.warm.mu.Unlock()
+		w := warmState(c)
+		require.Empty(t, w.spares)
+		require.True(t, w.making, "announced")
+		require.True(t, w.announced, "but not started")
 
 		// A start before that output has it made at once, takes it,
 		// and has the next made after its own output.
@@ -168,6 +186,42 @@ func TestWarmInitMadeAfterTheFirstOutput(t *testing.T) {
 		_, ready := c.WarmInits()
 		require.True(t, ready)
 	})
+}
+
+// A start that takes the warm init just made, while the refill that made
+// it has not yet returned (held here in onRefill), finds that refill
+// ended: it announces the next one, made after its own first output, and
+// the ended refill makes no other beside its start.
+func TestAStartRightAfterARefillAnnouncesTheNext(t *testing.T) {
+	defer func(d time.Duration) { firstOutputWait = d }(firstOutputWait)
+	firstOutputWait = time.Hour // only the output, or a start, makes it
+	c, err := NewContainment(ContainOptions{WarmInit: true})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Close()) }()
+	events := make(chan string, 8)
+	hold := make(chan struct{})
+	c.warm.onRefillStart = func() { events <- "start" }
+	c.warm.onRefill = func() {
+		events <- "made"
+		<-hold
+	}
+	runs(t, c, shReq(t, `echo first`))
+	require.Equal(t, "start", <-events)
+	require.Equal(t, "made", <-events) // and the refill is held
+
+	quiet, err := c.Start(shReq(t, `read x; echo "$x"`), nil)
+	require.NoError(t, err)
+	w := warmState(c)
+	close(hold)
+	require.Empty(t, w.spares)
+	require.True(t, w.making, "announced")
+	require.NoError(t, quiet.PushStdin([]byte("go\n")))
+	require.Equal(t, "start", <-events, "the next refill starts after the output, and no init is made before it")
+	require.Equal(t, "made", <-events)
+	var got bytes.Buffer
+	newConsumer(t, quiet, &got).toEOF()
+	require.Equal(t, "go\n", got.String())
+	require.NoError(t, quiet.Destroy())
 }
 
 // The next warm init is made only once the first output has been handed
@@ -226,10 +280,9 @@ func TestWarmInitsWaitTwoDeep(t *testing.T) {
 	runs(t, c, shReq(t, `echo first`))
 	<-refilled
 	<-refilled
-	c.warm.mu.Lock()
-	require.Len(t, c.warm.spares, 2)
-	older, younger := c.warm.spares[0].pid, c.warm.spares[1].pid
-	c.warm.mu.Unlock()
+	w := warmState(c)
+	require.Len(t, w.spares, 2)
+	older, younger := w.spares[0], w.spares[1]
 
 	// Two quiet processes: neither prints, so no refill starts.
 	a, err := c.Start(shReq(t, `read x; echo "$x"`), nil)
