@@ -307,12 +307,12 @@ func sweep(mode string) {
 	}
 	me := os.Getpid()
 	for backoff := time.Duration(0); ; backoff = min(max(2*backoff, time.Millisecond), 64*time.Millisecond) {
-		pids := Descendants(me)
-		if len(pids) == 0 {
+		procs := descendants(me)
+		if len(procs) == 0 {
 			return
 		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		for _, id := range procs {
+			id.kill()
 		}
 		// A process killed in uninterruptible sleep dies only when it
 		// wakes: look again, less and less often.

@@ -63,21 +63,78 @@ func ProcsWhere(match func(pid int, stat []string) bool) []int {
 
 // Descendants lists the live descendants of root, from /proc.
 func Descendants(root int) []int {
+	var pids []int
+	for _, id := range descendants(root) {
+		pids = append(pids, id.pid)
+	}
+	return pids
+}
+
+// procID is a process as a walk of /proc saw it: its pid, and its start
+// time (stat's starttime, clock ticks after boot), which tells it from a
+// later process given the same pid.
+type procID struct {
+	pid   int
+	start string
+}
+
+// descendants lists the live descendants of root, from /proc.
+func descendants(root int) []procID {
 	parent := map[int]int{}
+	start := map[int]string{}
 	ProcsWhere(func(pid int, stat []string) bool {
 		parent[pid], _ = strconv.Atoi(stat[1])
+		if len(stat) > statStart {
+			start[pid] = stat[statStart]
+		}
 		return false
 	})
-	var out []int
+	var out []procID
 	for pid := range parent {
 		for p, n := parent[pid], 0; p != 0 && n < 1<<16; p, n = parent[p], n+1 {
 			if p == root {
-				out = append(out, pid)
+				out = append(out, procID{pid, start[pid]})
 				break
 			}
 		}
 	}
 	return out
+}
+
+// statStart is the index of starttime among statFields.
+const statStart = 19
+
+// startOf is pid's start time now; "" when it has none (gone).
+func startOf(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	if f := statFields(b); len(f) > statStart {
+		return f[statStart]
+	}
+	return ""
+}
+
+// kill sends SIGKILL to the process id names and to no other: through a
+// pidfd, opened before its start time is read again, so that a pid whose
+// process ended since the walk and which another process took (a fork
+// bomb goes through the kernel's 32,768 pids in seconds) is never
+// signalled. Without pidfds (Linux before 5.3) it is kill(2).
+func (id procID) kill() {
+	fd, _, e := syscall.RawSyscall(sysPidfdOpen, uintptr(id.pid), 0, 0)
+	switch {
+	case e == syscall.ENOSYS:
+		_ = syscall.Kill(id.pid, syscall.SIGKILL)
+		return
+	case e != 0:
+		return // gone
+	}
+	defer syscall.Close(int(fd))
+	if id.start == "" || startOf(id.pid) != id.start {
+		return // another process's pid now
+	}
+	_, _, _ = syscall.RawSyscall6(sysPidfdSendSignal, fd, uintptr(syscall.SIGKILL), 0, 0, 0, 0)
 }
 
 // statFields returns the fields of /proc/PID/stat after the command name:
