@@ -156,8 +156,9 @@ func run() int {
 		// After the fork: the child must not inherit SIG_IGN.
 		signal.Ignore(strays...)
 	}
-	go obeyControl(ctl, pid, pl.Mode)
-	return reapAll(pid, status)
+	childGone := make(chan struct{})
+	go obeyControl(ctl, pid, pl.Mode, childGone)
+	return reapAll(pid, status, childGone)
 }
 
 // report writes one line of the init's status to the server: the word,
@@ -250,7 +251,7 @@ func forwardSignals(sigs <-chan os.Signal, pid int) {
 // obeyControl reads the control pipe: signals for the child's group, or
 // EOF when the server is done with the process or gone, upon which it
 // sweeps the tree.
-func obeyControl(ctl *os.File, pid int, mode string) {
+func obeyControl(ctl *os.File, pid int, mode string, childGone <-chan struct{}) {
 	buf := make([]byte, 64)
 	for {
 		n, err := ctl.Read(buf)
@@ -265,7 +266,7 @@ func obeyControl(ctl *os.File, pid int, mode string) {
 			}
 		}
 		if err != nil {
-			sweep(mode)
+			sweep(mode, pid, childGone)
 			return
 		}
 	}
@@ -273,7 +274,7 @@ func obeyControl(ctl *os.File, pid int, mode string) {
 
 // reapAll reaps every process that ends under the init, reports the
 // child's exit on status, and returns once nobody is left to wait for.
-func reapAll(pid int, status *os.File) int {
+func reapAll(pid int, status *os.File, childGone chan<- struct{}) int {
 	for {
 		var ws syscall.WaitStatus
 		wpid, err := syscall.Wait4(-1, &ws, 0, nil)
@@ -286,9 +287,11 @@ func reapAll(pid int, status *os.File) int {
 			return 0
 		case wpid != pid:
 		case ws.Signaled():
+			close(childGone)
 			report(status, "signal", int(ws.Signal()))
 			status.Close()
 		default:
+			close(childGone)
 			report(status, "exit", ws.ExitStatus())
 			status.Close()
 		}
@@ -297,13 +300,23 @@ func reapAll(pid int, status *os.File) int {
 
 // sweep kills every process of the init's tree; the init's wait loop then
 // reaps them and exits. In a PID namespace, kill(-1) reaches every process
-// of the namespace but the init. A guardian kills its descendants, found
-// through /proc, until none is left: one that forks meanwhile dies, and its
+// of the namespace but the init. A guardian first kills the child's
+// process group while the child (its leader, pid) is not reaped: in one
+// call, and atomically, since a fork in the group fails once the kill is
+// pending, which ends a fork bomb that stays in its group however fast it
+// forks. It then kills its descendants, found through /proc, until none is
+// left: one that left the group and forks meanwhile dies, and its
 // children, reparented to the subreaper, are found by the next walk.
-func sweep(mode string) {
+func sweep(mode string, pid int, childGone <-chan struct{}) {
 	if mode == ModePIDNamespace {
 		_ = syscall.Kill(-1, syscall.SIGKILL)
 		return
+	}
+	select {
+	case <-childGone:
+		// Its pid, the group's id, may be another process's now.
+	default:
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
 	me := os.Getpid()
 	for backoff := time.Duration(0); ; backoff = min(max(2*backoff, time.Millisecond), 64*time.Millisecond) {
