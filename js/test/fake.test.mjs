@@ -603,53 +603,6 @@ test("the open and the resume go in the upgrade when the server takes them, as m
   }
 });
 
-// firstFrameAsMessage: neither the open nor the resume is offered in the
-// upgrade, even to a server that would take it; both go as messages.
-test("with firstFrameAsMessage the open and the resume go as messages", async () => {
-  const offers = [];
-  const firsts = [];
-  let first;
-  const srv = await fake(
-    async ({ ws, request, next, send }) => {
-      const offer = request.headers["sec-websocket-protocol"];
-      offers.push(offer);
-      if (offer.includes("procwire.first.")) {
-        ws.terminate(); // taken, the frame would never come as a message
-        return;
-      }
-      const f = await next();
-      if (f.type === "destroy") {
-        send({ type: "destroyed", process_id: PID });
-        ws.close(1000);
-        return;
-      }
-      firsts.push(f.type);
-      if (f.type === "open") {
-        first = await opened(f);
-        send(first);
-        ws.terminate(); // a lost connection: the client resumes
-        return;
-      }
-      assert.equal(f.type, "resume");
-      send({ type: "resumed", process_id: PID, evidence: first.evidence, stdin_received: 0, stdin_limit: 65536 });
-      send({ type: "stdout", off: 0, data: new TextEncoder().encode("hi\n") });
-      await next(); // the handle's destroy
-      send({ type: "destroyed", process_id: PID });
-      ws.close(1000);
-    },
-    { handleProtocols: (protocols) => (protocols.has("procwire.v1.first") ? "procwire.v1.first" : "procwire.v1") },
-  );
-  const p = await openProcess(srv.url, "inst-first-msg", req("cat"), { reconnectMin: 5, openTimeout: 5000, resumeBudget: 2, firstFrameAsMessage: true });
-  const r = p.output.getReader();
-  assert.equal(new TextDecoder().decode((await r.read()).value), "hi\n");
-  r.releaseLock();
-  await p.destroy();
-  assert.deepEqual(firsts, ["open", "resume"]);
-  assert.ok(offers.length >= 2, `${offers.length} upgrades`);
-  for (const o of offers) assert.ok(!o.includes("procwire.first.") && !o.includes("procwire.v1.first"), `offered: ${o}`);
-  await srv.close();
-});
-
 // refusingFake is a server that answers an open (then cuts the
 // connection), a resume (with "hi\n" on stdout) and a destroy, taking a
 // first frame offered in the upgrade. It records every upgrade's offer in
@@ -704,6 +657,16 @@ async function readsHiAfterTheResume(p, firsts) {
   await p.destroy();
   assert.deepEqual(firsts, ["open", "resume"]);
 }
+
+// firstFrameAsMessage: neither the open nor the resume is offered in the
+// upgrade, even to a server that would take it; both go as messages (an
+// offer is refused with 500, which stands).
+test("with firstFrameAsMessage the open and the resume go as messages", async (t) => {
+  const { url, offers, firsts } = await refusingFake(t, (offer) => (offer.includes("procwire.first.") ? 500 : 0));
+  await readsHiAfterTheResume(await openProcess(url, "inst-first-msg", req("cat"), { reconnectMin: 5, openTimeout: 5000, resumeBudget: 2, firstFrameAsMessage: true }), firsts);
+  assert.ok(offers.length >= 2, `${offers.length} upgrades`);
+  for (const o of offers) assert.ok(!o.includes("procwire.first.") && !o.includes("procwire.v1.first"), `offered: ${o}`);
+});
 
 // A hop refusing an upgrade for the size of its headers (431, or 400 as
 // nginx and HAProxy answer) costs one refused request: the open is dialled
