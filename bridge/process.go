@@ -334,7 +334,7 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 			return true, nil
 		}
 	}
-	if c, ok := ctlSignal(sig); p.ctlW != nil && (ok || p.guardian) {
+	if c, ok := initproc.CtlByte(sig); ok && p.ctlW != nil && (sig != syscall.SIGKILL || p.guardian) {
 		// The init sends it to the child's group: it handles no signal
 		// sent to its own pid (initproc.CtlInt). SIGKILL to a namespace's
 		// init ends the namespace at once; to a guardian it would end the
@@ -353,18 +353,6 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 		return false, fmt.Errorf("signal process group %d: %w", p.pid, err)
 	}
 	return true, nil
-}
-
-// ctlSignal is the control pipe's byte asking an init for sig; ok is false
-// for SIGKILL, which reaches a namespace's init itself.
-func ctlSignal(sig syscall.Signal) (c byte, ok bool) {
-	switch sig {
-	case syscall.SIGINT:
-		return initproc.CtlInt, true
-	case syscall.SIGTERM:
-		return initproc.CtlTerm, true
-	}
-	return initproc.CtlKill, false
 }
 
 // Destroy tears the process down: SIGKILL to the whole containment (the

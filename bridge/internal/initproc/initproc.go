@@ -52,8 +52,34 @@ const (
 	CtlKill = 'K'
 )
 
-// ctlSignals are the signals the control pipe's bytes ask for.
-var ctlSignals = map[byte]syscall.Signal{CtlInt: syscall.SIGINT, CtlTerm: syscall.SIGTERM, CtlKill: syscall.SIGKILL}
+// ctlBytes pairs each control pipe byte with the signal it asks for; the
+// server's CtlByte and the init's CtlSignal both read it.
+var ctlBytes = [...]struct {
+	c   byte
+	sig syscall.Signal
+}{{CtlInt, syscall.SIGINT}, {CtlTerm, syscall.SIGTERM}, {CtlKill, syscall.SIGKILL}}
+
+// CtlByte is the control pipe's byte asking an init for sig; ok is false
+// for a signal the pipe does not carry.
+func CtlByte(sig syscall.Signal) (c byte, ok bool) {
+	for _, b := range ctlBytes {
+		if b.sig == sig {
+			return b.c, true
+		}
+	}
+	return 0, false
+}
+
+// CtlSignal is the signal the control pipe's byte c asks for; ok is false
+// for a byte that asks for none.
+func CtlSignal(c byte) (sig syscall.Signal, ok bool) {
+	for _, b := range ctlBytes {
+		if b.c == c {
+			return b.sig, true
+		}
+	}
+	return 0, false
+}
 
 // Modes of the init.
 const (
@@ -256,7 +282,7 @@ func obeyControl(ctl *os.File, pid int, mode string, childGone <-chan struct{}) 
 	for {
 		n, err := ctl.Read(buf)
 		for _, c := range buf[:n] {
-			sig, ok := ctlSignals[c]
+			sig, ok := CtlSignal(c)
 			if !ok {
 				continue
 			}

@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"testing/iotest"
 
@@ -188,4 +189,23 @@ func TestStatFields(t *testing.T) {
 	} {
 		require.Equal(t, want, statFields([]byte(in)), in)
 	}
+}
+
+// The server writes CtlByte's byte and the init obeys CtlSignal's signal:
+// one table, read both ways, each signal its own byte.
+func TestControlBytesAskForTheirSignal(t *testing.T) {
+	seen := map[byte]bool{}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
+		c, ok := CtlByte(sig)
+		require.True(t, ok, "%v", sig)
+		require.False(t, seen[c], "byte %q twice", c)
+		seen[c] = true
+		back, ok := CtlSignal(c)
+		require.True(t, ok)
+		require.Equal(t, sig, back)
+	}
+	_, ok := CtlByte(syscall.SIGHUP)
+	require.False(t, ok)
+	_, ok = CtlSignal('\n')
+	require.False(t, ok)
 }
