@@ -4,12 +4,16 @@ package main
 
 import (
 	"bufio"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -64,7 +68,7 @@ func startLogged(t *testing.T, srv *exec.Cmd) (url string, logs func() string) {
 	stderr, err := srv.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, srv.Start())
-	t.Cleanup(func() { _ = srv.Process.Kill() })
+	t.Cleanup(func() { stopServe(t, srv) })
 	var buf syncBuffer
 	lines := bufio.NewScanner(stderr)
 	for url == "" && lines.Scan() {
@@ -80,6 +84,82 @@ func startLogged(t *testing.T, srv *exec.Cmd) (url string, logs func() string) {
 		}
 	}()
 	return url, buf.String
+}
+
+// stopServe ends a serve started by the test as an operator would, with
+// SIGTERM, and checks that it left none of its cgroups behind (a serve
+// killed with SIGKILL leaves them, empty, for the next serve's sweep). A
+// serve already gone is left alone.
+func stopServe(t *testing.T, srv *exec.Cmd) {
+	if srv.ProcessState != nil {
+		return // the test waited for it
+	}
+	owner := cgroupOwner(srv.Process.Pid)
+	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { _ = srv.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(testTimeout):
+		_ = srv.Process.Kill()
+		<-done
+		t.Errorf("serve did not end within %v of SIGTERM", testTimeout)
+	}
+	require.Empty(t, cgroupsNamed(owner), "left by serve after SIGTERM")
+}
+
+// cgroupOwner is the prefix of the names of the cgroups serve pid makes
+// (bridge's ownerPrefix), read while it runs.
+func cgroupOwner(pid int) string {
+	return fmt.Sprintf("procwire-%d.%s-", pid, statField(pid, 22))
+}
+
+// sweptByTheNextServe starts a serve and checks that, by the time it
+// listens, no cgroup of the killed serve whose names start with owner is
+// left: a serve killed with SIGKILL cannot remove its own. log is the
+// killed serve's; under a containment without cgroups there is nothing
+// to sweep.
+func sweptByTheNextServe(t *testing.T, owner, log string) {
+	t.Helper()
+	if !strings.Contains(log, `containment="cgroup`) {
+		t.Log("the killed serve made no cgroups: nothing to sweep")
+		return
+	}
+	require.NotEmpty(t, cgroupsNamed(owner), "the killed serve left no cgroup to sweep")
+	startLogged(t, exec.Command(binary, "serve", "--addr", "127.0.0.1:0"))
+	require.Empty(t, cgroupsNamed(owner), "left by a killed serve after the next one started")
+}
+
+// cgroupsNamed lists the cgroups, in every hierarchy, whose names start
+// with prefix.
+func cgroupsNamed(prefix string) []string {
+	var out []string
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), prefix) {
+			out = append(out, path)
+		}
+		return nil
+	})
+	return out
+}
+
+// statField is field n (1-based) of /proc/PID/stat, or "" if pid is gone.
+func statField(pid, n int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if n-3 >= len(f) {
+		return ""
+	}
+	return f[n-3]
 }
 
 // syncBuffer is a strings.Builder safe for concurrent use.

@@ -304,10 +304,11 @@ func TestClientAsksForTighterLimits(t *testing.T) {
 // TestKilledServeLeavesNothing is the issue's operator scenario: a real
 // procwire serve runs a tree that detaches (setsid, a double fork) and
 // streams stdout to a client; serve is SIGKILLed mid-stream; within 1 s
-// nothing of the tree is left, with no other server started.
+// nothing of the tree is left, with no other server started. The next
+// serve removes the cgroups it left.
 func TestKilledServeLeavesNothing(t *testing.T) {
 	srv := exec.Command(binary, "serve", "--addr", "127.0.0.1:0")
-	url, _ := startLogged(t, srv)
+	url, logs := startLogged(t, srv)
 	ctx := testCtx(t)
 	p, mark := openMarked(t, ctx, url, "sh", "-c", `setsid sleep 300 & (sleep 300 &); echo started; exec yes`)
 	// Read until "started", then 1 MiB more: the stream is flowing.
@@ -323,6 +324,7 @@ func TestKilledServeLeavesNothing(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, len(markAlive(mark)), 3, "sh/yes and two sleepers")
+	owner := cgroupOwner(srv.Process.Pid)
 	require.NoError(t, srv.Process.Kill())
 	killed := time.Now()
 	_ = srv.Wait()
@@ -333,6 +335,7 @@ func TestKilledServeLeavesNothing(t *testing.T) {
 	require.Empty(t, markAlive(mark))
 	require.Less(t, took, time.Second, "the issue's bound")
 	p.Detach()
+	sweptByTheNextServe(t, owner, logs())
 }
 
 // TestServeSweepsWhatADeadServerLeft: a cgroup left by a server that died,

@@ -673,8 +673,9 @@ func TestExecGivesUpWhenTheServerIsGone(t *testing.T) {
 	served := make(chan struct{})
 	t.Cleanup(func() { <-served })
 	lines := bufio.NewScanner(logs)
-	var url string
+	var url, head string
 	for url == "" && lines.Scan() {
+		head += lines.Text() + "\n"
 		if _, after, ok := strings.Cut(lines.Text(), "url="); ok {
 			url, _, _ = strings.Cut(after, " ")
 		}
@@ -688,11 +689,13 @@ func TestExecGivesUpWhenTheServerIsGone(t *testing.T) {
 
 	cmd, ready := startBin(t, "", execArgs(url, nil, "sh", "-c", "echo ready; exec sleep 1000")...)
 	<-ready
+	owner := cgroupOwner(srv.Process.Pid)
 	require.NoError(t, srv.Process.Kill())
 	r := cmd.wait(t)
 	require.Equal(t, exitFailure, r.code, r.stderr)
 	host := strings.TrimSuffix(strings.TrimPrefix(url, "ws://"), "/")
 	require.Equal(t, "procwire exec: lost the server and could not resume: nothing listens at "+host+" (connection refused)\n", r.stderr)
+	sweptByTheNextServe(t, owner, head)
 }
 
 // A signal while the server does not answer the handshake ends exec at
