@@ -256,3 +256,38 @@ func TestDelegatedCgroupEnablesItsControllers(t *testing.T) {
 	_, err = os.Stat(filepath.Join(other, "serve"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
+
+// TestV1CgroupsOfADeadServerAreRemoved: the cgroups a server that died
+// left in the v1 hierarchies that enforce its limits (a SIGKILLed serve
+// with --limit-pids leaves them, empty) are removed by the next
+// containment with limits; those of a server that runs, this one, stay.
+func TestV1CgroupsOfADeadServerAreRemoved(t *testing.T) {
+	dirs := v1Dirs()
+	pids, ok := dirs["pids"]
+	if !ok {
+		t.Skip("no v1 pids hierarchy on this machine")
+	}
+	// A pid that ran and is gone: a dead server's.
+	dead, err := os.StartProcess("/bin/true", []string{"true"}, &os.ProcAttr{})
+	require.NoError(t, err)
+	prefix := ownerPrefix(dead.Pid)
+	_, err = dead.Wait()
+	require.NoError(t, err)
+	require.NotEqual(t, prefix, ownerPrefix(dead.Pid), "the pid was reused at once")
+
+	stale := filepath.Join(pids, prefix+"-1")
+	live := filepath.Join(pids, ownerPrefix(os.Getpid())+"-999999")
+	for _, dir := range []string{stale, live} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Skipf("the v1 pids hierarchy is not writable here: %v", err)
+		}
+		t.Cleanup(func() { _ = os.Remove(dir) })
+	}
+	c, err := NewContainment(ContainOptions{Kind: ContainProcessGroup, Limits: Limits{Pids: 100}})
+	require.NoError(t, err)
+	require.Equal(t, MechCgroupV1, c.LimitMechanisms()["pids"])
+	require.GreaterOrEqual(t, c.Swept(), 1)
+	_, err = os.Stat(stale)
+	require.ErrorIs(t, err, os.ErrNotExist, "the dead server's cgroup is left")
+	require.DirExists(t, live, "a running server's cgroup was removed")
+}
