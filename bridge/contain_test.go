@@ -348,13 +348,7 @@ func TestCgroupsOfADeadServerAreEnded(t *testing.T) {
 	if err != nil {
 		t.Skipf("this machine does not allow cgroups: %v", err)
 	}
-	// A pid that ran and is gone: a dead server's.
-	dead, err := os.StartProcess("/bin/true", []string{"true"}, &os.ProcAttr{})
-	require.NoError(t, err)
-	prefix := ownerPrefix(dead.Pid)
-	_, err = dead.Wait()
-	require.NoError(t, err)
-	require.NotEqual(t, prefix, ownerPrefix(dead.Pid), "the pid was reused at once")
+	prefix := deadServerPrefix(t)
 
 	// Its cgroup, holding a descendant that outlived it.
 	req, mark := marked(t, `sleep 300 & echo started; wait`)
@@ -455,4 +449,16 @@ func TestCgroupDestroyAfterTheCgroupEmptiedSetsNoWatch(t *testing.T) {
 	require.Zero(t, watches.Load())
 	_, err = os.Stat(p.cgroup.dir)
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// deadServerPrefix is the ownerPrefix of a process that ran and is gone:
+// the names of a dead server's cgroups start with it.
+func deadServerPrefix(t *testing.T) string {
+	dead, err := os.StartProcess("/bin/true", []string{"true"}, &os.ProcAttr{})
+	require.NoError(t, err)
+	prefix := ownerPrefix(dead.Pid)
+	_, err = dead.Wait()
+	require.NoError(t, err)
+	require.NotEqual(t, prefix, ownerPrefix(dead.Pid), "the pid was reused at once")
+	return prefix
 }

@@ -267,13 +267,7 @@ func TestV1CgroupsOfADeadServerAreRemoved(t *testing.T) {
 	if !ok {
 		t.Skip("no v1 pids hierarchy on this machine")
 	}
-	// A pid that ran and is gone: a dead server's.
-	dead, err := os.StartProcess("/bin/true", []string{"true"}, &os.ProcAttr{})
-	require.NoError(t, err)
-	prefix := ownerPrefix(dead.Pid)
-	_, err = dead.Wait()
-	require.NoError(t, err)
-	require.NotEqual(t, prefix, ownerPrefix(dead.Pid), "the pid was reused at once")
+	prefix := deadServerPrefix(t)
 
 	stale := filepath.Join(pids, prefix+"-1")
 	live := filepath.Join(pids, ownerPrefix(os.Getpid())+"-999999")
