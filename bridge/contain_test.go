@@ -179,6 +179,85 @@ func TestAStraySignalToTheInit(t *testing.T) {
 	})
 }
 
+// A guardian signals its child's group by the group's id, the child's pid,
+// only while the child is not reaped: after, the pid is free for the
+// kernel to give another process, and a process outside the tree that
+// took it, leading a group of its own, would get the signal (kill(-pid))
+// meant for what is left of the child's. Here the child exits and leaves a
+// descendant (setsid, holding stdout, so that the exit is not yet
+// published and a signal still goes to the init); a process of the test's
+// takes the child's pid (/proc/sys/kernel/ns_last_pid); the server
+// signals, then destroys; the process that took the pid gets nothing.
+func TestAGuardianSignalsNoProcessThatTookTheChildsPid(t *testing.T) {
+	c, err := NewContainment(ContainOptions{Kind: ContainProcessGroup})
+	require.NoError(t, err)
+	p, err := c.Start(shReq(t, `echo $$; setsid sleep 300 & exit 0`), &proc.Config{ExitWait: testTimeout})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy() })
+	if !p.guardian {
+		t.Skip("started without an init (README, Containment)")
+	}
+	var out bytes.Buffer
+	newConsumer(t, p, &out).until("the child's pid", func() bool { return strings.HasSuffix(out.String(), "\n") })
+	child, err := strconv.Atoi(strings.TrimSpace(out.String()))
+	require.NoError(t, err)
+	eventually(t, "the reap of the child", func() bool {
+		_, err := os.Stat("/proc/" + strconv.Itoa(child))
+		return err != nil
+	})
+	takePid(t, child)
+
+	delivered, err := p.Signal(syscall.SIGTERM)
+	require.NoError(t, err)
+	require.True(t, delivered, "the exit waits for the descendant's stdout")
+	require.NoError(t, p.Destroy()) // the init obeyed the signal before it swept
+	st := procStatus(t, child)
+	require.NotContains(t, []string{"Z", "X"}, st["State"][:1], "the process that took the pid died")
+	for _, pending := range []string{"SigPnd", "ShdPnd"} {
+		m, err := strconv.ParseUint(st[pending], 16, 64)
+		require.NoError(t, err)
+		require.Zero(t, m&(1<<(syscall.SIGTERM-1)), "a SIGTERM is pending for the process that took the pid (%s)", pending)
+	}
+}
+
+// takePid starts a sleep, in a session (and process group) of its own,
+// with pid, which must be free: the kernel gives the next process the pid
+// after /proc/sys/kernel/ns_last_pid, unless another process forks first,
+// so it tries again a few times. It skips the test where that file cannot
+// be written.
+func takePid(t *testing.T, pid int) *os.Process {
+	for range 50 {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
+			t.Skipf("cannot choose the next pid: %v", err)
+		}
+		p, err := os.StartProcess("/bin/sleep", []string{"sleep", "300"}, &os.ProcAttr{Sys: &syscall.SysProcAttr{Setsid: true}})
+		require.NoError(t, err)
+		if p.Pid == pid {
+			t.Cleanup(func() {
+				_ = p.Kill()
+				_, _ = p.Wait()
+			})
+			return p
+		}
+		_ = p.Kill()
+		_, _ = p.Wait()
+	}
+	t.Skipf("another process took pid %d first, 50 times", pid)
+	return nil
+}
+
+// procStatus returns the fields of /proc/PID/status.
+func procStatus(t testing.TB, pid int) map[string]string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	require.NoError(t, err)
+	st := map[string]string{}
+	for line := range strings.Lines(string(b)) {
+		k, v, _ := strings.Cut(line, ":")
+		st[k] = strings.TrimSpace(v)
+	}
+	return st
+}
+
 // sigMask returns the mask of pid's /proc status line named field
 // ("SigIgn:", "SigCgt:"), bit n-1 for signal n.
 func sigMask(t testing.TB, pid int, field string) uint64 {

@@ -16,21 +16,20 @@ import (
 	"github.com/procwire/procwire/proc"
 )
 
-// waitid(2) constants and the siginfo_t layout for SIGCHLD.
+// waitid(2) constants and the siginfo_t layout for SIGCHLD (the options
+// and si_pid's place are initproc's, whose init waits too).
 const (
 	pPIDFD  = 3
-	wEXITED = 0x4
-	wNOHANG = 0x1
-	wNOWAIT = 0x1000000
+	wEXITED = initproc.WExited
+	wNOHANG = initproc.WNoHang
+	wNOWAIT = initproc.WNoWait
 
 	cldExited = 1
 	cldKilled = 2
 	cldDumped = 3
 
-	// si_signo, si_errno, si_code, then the union, aligned like a pointer;
-	// in it si_pid, si_uid, si_status (mips orders the header differently).
 	siCodeOff   = 8
-	siPidOff    = (12 + unsafe.Sizeof(uintptr(0)) - 1) &^ (unsafe.Sizeof(uintptr(0)) - 1)
+	siPidOff    = initproc.SiPidOff
 	siStatusOff = siPidOff + 8
 )
 

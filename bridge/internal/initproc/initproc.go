@@ -21,7 +21,9 @@
 // Its goroutines: the main one forks the child and then reaps; one reads
 // the control pipe, signals the child's group as it asks, and sweeps the
 // tree at its EOF; a guardian has one more, which forwards the signals it
-// receives to the child's group. It shares no lock with anything.
+// receives to the child's group. The main one reaps the child, and the
+// others signal its group by its id, under the child's lock (leader.mu),
+// the one lock: the id is nobody else's until the reap.
 package initproc
 
 import (
@@ -29,8 +31,10 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // How the server re-executes itself as an init, and what it passes: the
@@ -176,15 +180,64 @@ func run() int {
 	}
 	report(status, "started", -1)
 	releaseStdio()
+	child := &leader{pid: pid, byNumber: pl.Mode == ModePIDNamespace}
 	if sigs != nil {
-		go forwardSignals(sigs, pid)
+		go forwardSignals(sigs, child)
 	} else {
 		// After the fork: the child must not inherit SIG_IGN.
 		signal.Ignore(strays...)
 	}
-	childGone := make(chan struct{})
-	go obeyControl(ctl, pid, pl.Mode, childGone)
-	return reapAll(pid, status, childGone)
+	go obeyControl(ctl, child, pl.Mode)
+	return reapAll(child, status)
+}
+
+// leader is the child, the leader of its process group, whose id is the
+// child's pid. While the child is not reaped its pid, and so the group's
+// id, is nobody else's, and kill(-pid) reaches exactly its group. Once it
+// is reaped, and its group has emptied, the number is free for the kernel
+// to give another process, which may lead a group of its own: a
+// guardian's kill(-pid) could then end a process outside its tree (in a
+// PID namespace only the tree's own processes can take the number). The
+// reap and every signal by number therefore hold mu; a guardian signals
+// what is left of the group, once the child is reaped, one process at a
+// time through pidfds.
+type leader struct {
+	pid      int
+	byNumber bool // in a PID namespace: the number stays the tree's
+	mu       sync.Mutex
+	reaped   bool
+}
+
+// signal sends sig to the child's process group, and with SIGKILL to the
+// child itself, should it have left its group.
+func (l *leader) signal(sig syscall.Signal) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.reaped || l.byNumber {
+		_ = syscall.Kill(-l.pid, sig)
+		if sig == syscall.SIGKILL && !l.reaped {
+			_ = syscall.Kill(l.pid, sig)
+		}
+		return
+	}
+	me := os.Getpid()
+	for _, id := range descendants(me) {
+		if id.pgrp == l.pid {
+			id.signal(sig)
+		}
+	}
+}
+
+// reap reaps the child, which has exited, into ws.
+func (l *leader) reap(ws *syscall.WaitStatus) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for {
+		if _, err := syscall.Wait4(l.pid, ws, 0, nil); err != syscall.EINTR {
+			break
+		}
+	}
+	l.reaped = true
 }
 
 // report writes one line of the init's status to the server: the word,
@@ -268,42 +321,38 @@ var strays = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscal
 
 // forwardSignals passes the signals the init receives on to the child's
 // process group.
-func forwardSignals(sigs <-chan os.Signal, pid int) {
+func forwardSignals(sigs <-chan os.Signal, child *leader) {
 	for s := range sigs {
-		_ = syscall.Kill(-pid, s.(syscall.Signal))
+		child.signal(s.(syscall.Signal))
 	}
 }
 
 // obeyControl reads the control pipe: signals for the child's group, or
 // EOF when the server is done with the process or gone, upon which it
 // sweeps the tree.
-func obeyControl(ctl *os.File, pid int, mode string, childGone <-chan struct{}) {
+func obeyControl(ctl *os.File, child *leader, mode string) {
 	buf := make([]byte, 64)
 	for {
 		n, err := ctl.Read(buf)
 		for _, c := range buf[:n] {
-			sig, ok := CtlSignal(c)
-			if !ok {
-				continue
-			}
-			_ = syscall.Kill(-pid, sig)
-			if sig == syscall.SIGKILL {
-				_ = syscall.Kill(pid, sig) // the leader, should it have left its group
+			if sig, ok := CtlSignal(c); ok {
+				child.signal(sig)
 			}
 		}
 		if err != nil {
-			sweep(mode, pid, childGone)
+			sweep(mode, child)
 			return
 		}
 	}
 }
 
 // reapAll reaps every process that ends under the init, reports the
-// child's exit on status, and returns once nobody is left to wait for.
-func reapAll(pid int, status *os.File, childGone chan<- struct{}) int {
+// child's exit on status, and returns once nobody is left to wait for. It
+// learns which process ended before it reaps it (waitid's WNOWAIT), so
+// that it reaps the child only under the child's lock (leader).
+func reapAll(child *leader, status *os.File) int {
 	for {
-		var ws syscall.WaitStatus
-		wpid, err := syscall.Wait4(-1, &ws, 0, nil)
+		wpid, err := waitable()
 		switch {
 		case err == syscall.EINTR:
 			continue
@@ -311,39 +360,59 @@ func reapAll(pid int, status *os.File, childGone chan<- struct{}) int {
 			// ECHILD: the namespace, or for a subreaper the tree, holds
 			// nobody else.
 			return 0
-		case wpid != pid:
-		case ws.Signaled():
-			close(childGone)
-			report(status, "signal", int(ws.Signal()))
-			status.Close()
-		default:
-			close(childGone)
-			report(status, "exit", ws.ExitStatus())
-			status.Close()
+		case wpid != child.pid:
+			var ws syscall.WaitStatus
+			_, _ = syscall.Wait4(wpid, &ws, 0, nil)
+			continue
 		}
+		var ws syscall.WaitStatus
+		child.reap(&ws)
+		if ws.Signaled() {
+			report(status, "signal", int(ws.Signal()))
+		} else {
+			report(status, "exit", ws.ExitStatus())
+		}
+		status.Close()
 	}
+}
+
+// waitid(2)'s options, and where its siginfo_t holds the pid: after
+// si_signo, si_errno and si_code, the union, aligned like a pointer, whose
+// SIGCHLD fields are si_pid, si_uid and si_status (mips orders the header
+// differently, not the union).
+const (
+	WExited  = 0x4
+	WNoHang  = 0x1
+	WNoWait  = 0x1000000
+	SiPidOff = (12 + unsafe.Sizeof(uintptr(0)) - 1) &^ (unsafe.Sizeof(uintptr(0)) - 1)
+)
+
+// waitable waits until a child of the init has ended and returns its pid,
+// leaving it to be reaped (waitid(P_ALL, WEXITED|WNOWAIT)).
+func waitable() (int, error) {
+	const pAll = 0
+	var info [128]byte // siginfo_t
+	if _, _, e := syscall.Syscall6(syscall.SYS_WAITID, pAll, 0, uintptr(unsafe.Pointer(&info)), WExited|WNoWait, 0, 0); e != 0 {
+		return 0, e
+	}
+	return int(*(*int32)(unsafe.Pointer(&info[SiPidOff]))), nil
 }
 
 // sweep kills every process of the init's tree; the init's wait loop then
 // reaps them and exits. In a PID namespace, kill(-1) reaches every process
 // of the namespace but the init. A guardian first kills the child's
-// process group while the child (its leader, pid) is not reaped: in one
+// process group (leader.signal): while the child is not reaped, in one
 // call, and atomically, since a fork in the group fails once the kill is
 // pending, which ends a fork bomb that stays in its group however fast it
 // forks. It then kills its descendants, found through /proc, until none is
 // left: one that left the group and forks meanwhile dies, and its
 // children, reparented to the subreaper, are found by the next walk.
-func sweep(mode string, pid int, childGone <-chan struct{}) {
+func sweep(mode string, child *leader) {
 	if mode == ModePIDNamespace {
 		_ = syscall.Kill(-1, syscall.SIGKILL)
 		return
 	}
-	select {
-	case <-childGone:
-		// Its pid, the group's id, may be another process's now.
-	default:
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-	}
+	child.signal(syscall.SIGKILL)
 	me := os.Getpid()
 	for backoff := time.Duration(0); ; backoff = min(max(2*backoff, time.Millisecond), 64*time.Millisecond) {
 		procs := descendants(me)
@@ -351,7 +420,7 @@ func sweep(mode string, pid int, childGone <-chan struct{}) {
 			return
 		}
 		for _, id := range procs {
-			id.kill()
+			id.signal(syscall.SIGKILL)
 		}
 		// A process killed in uninterruptible sleep dies only when it
 		// wakes: look again, less and less often.

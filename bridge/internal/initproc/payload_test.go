@@ -163,7 +163,7 @@ func FuzzDecodePayload(f *testing.F) {
 func TestImportsStayLight(t *testing.T) {
 	light := map[string]bool{
 		"errors": true, "io": true, "os": true, "os/signal": true, "runtime": true,
-		"slices": true, "strconv": true, "syscall": true, "time": true, "unsafe": true,
+		"slices": true, "strconv": true, "sync": true, "syscall": true, "time": true, "unsafe": true,
 	}
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)

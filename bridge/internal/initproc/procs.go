@@ -76,24 +76,28 @@ func Descendants(root int) []int {
 type procID struct {
 	pid   int
 	start string
+	pgrp  int
 }
 
 // descendants lists the live descendants of root, from /proc.
 func descendants(root int) []procID {
 	parent := map[int]int{}
-	start := map[int]string{}
+	seen := map[int]procID{}
 	ProcsWhere(func(pid int, stat []string) bool {
 		parent[pid], _ = strconv.Atoi(stat[1])
+		id := procID{pid: pid}
+		id.pgrp, _ = strconv.Atoi(stat[2])
 		if len(stat) > statStart {
-			start[pid] = stat[statStart]
+			id.start = stat[statStart]
 		}
+		seen[pid] = id
 		return false
 	})
 	var out []procID
 	for pid := range parent {
 		for p, n := parent[pid], 0; p != 0 && n < 1<<16; p, n = parent[p], n+1 {
 			if p == root {
-				out = append(out, procID{pid, start[pid]})
+				out = append(out, seen[pid])
 				break
 			}
 		}
@@ -116,16 +120,16 @@ func startOf(pid int) string {
 	return ""
 }
 
-// kill sends SIGKILL to the process id names and to no other: through a
+// signal sends sig to the process id names and to no other: through a
 // pidfd, opened before its start time is read again, so that a pid whose
 // process ended since the walk and which another process took (a fork
 // bomb goes through the kernel's 32,768 pids in seconds) is never
 // signalled. Without pidfds (Linux before 5.3) it is kill(2).
-func (id procID) kill() {
+func (id procID) signal(sig syscall.Signal) {
 	fd, _, e := syscall.RawSyscall(sysPidfdOpen, uintptr(id.pid), 0, 0)
 	switch {
 	case e == syscall.ENOSYS:
-		_ = syscall.Kill(id.pid, syscall.SIGKILL)
+		_ = syscall.Kill(id.pid, sig)
 		return
 	case e != 0:
 		return // gone
@@ -134,7 +138,7 @@ func (id procID) kill() {
 	if id.start == "" || startOf(id.pid) != id.start {
 		return // another process's pid now
 	}
-	_, _, _ = syscall.RawSyscall6(sysPidfdSendSignal, fd, uintptr(syscall.SIGKILL), 0, 0, 0, 0)
+	_, _, _ = syscall.RawSyscall6(sysPidfdSendSignal, fd, uintptr(sig), 0, 0, 0, 0)
 }
 
 // statFields returns the fields of /proc/PID/stat after the command name:

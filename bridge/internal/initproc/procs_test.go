@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -32,7 +33,7 @@ func TestSweepKillsOnlyTheProcessItsWalkSaw(t *testing.T) {
 	require.NotEmpty(t, id.start)
 	require.Equal(t, id.start, startOf(pid))
 
-	procID{pid, id.start + "1"}.kill() // the pid, another process's start
+	procID{pid: pid, start: id.start + "1"}.signal(syscall.SIGKILL) // the pid, another process's start
 	// A SIGKILL sent would end sh before it answers.
 	_, err = in.Write([]byte("\n"))
 	require.NoError(t, err)
@@ -40,6 +41,6 @@ func TestSweepKillsOnlyTheProcessItsWalkSaw(t *testing.T) {
 	require.NoError(t, err, "sh was killed")
 	require.Equal(t, "alive\n", line)
 
-	id.kill() // sleep now, with sh's pid and start time
+	id.signal(syscall.SIGKILL) // sleep now, with sh's pid and start time
 	require.ErrorContains(t, cmd.Wait(), "signal: killed")
 }
