@@ -49,7 +49,10 @@
 //     errMu.
 //   - waitChild owns the pidfd and the init's status pipe: it publishes the
 //     exit under mu, after the stdout EOF or ExitWait, and reaps the child
-//     (or its init) only after Destroy killed the containment.
+//     (or its init), under mu, only after Destroy killed the containment
+//     and, for a process group, once the group is gone. Every kill by the
+//     leader's pid holds mu and checks that the leader is not reaped: a
+//     reaped pid is the kernel's to give another process.
 //
 // Callers own the rest: PushStdin queues under inMu, where CloseStdin and
 // Destroy end stdin (stdinEnd); Stdout, StdoutExit, Exit and Signal take mu;
@@ -63,7 +66,9 @@
 // The init (package initproc) is a process of its own, not a goroutine:
 // its main goroutine reaps, one reads the control pipe (the signals the
 // server asks it to send the child's group) and sweeps the tree at its
-// EOF, and a guardian's third forwards the signals sent to its own pid. It runs from
+// EOF, and a guardian's third forwards the signals sent to its own pid;
+// it too signals the child's group by the child's pid only while the
+// child is not reaped (initproc's leader). It runs from
 // initproc's package initialisation, before the server's heavier packages
 // are initialised, so a re-executed server reaches it in about a fifth of
 // the time it takes to reach main.

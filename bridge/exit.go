@@ -49,9 +49,19 @@ wait:
 
 	<-p.destroyCh
 	// Only now that Destroy killed the containment may the leader, whose
-	// pid is the group id, be reaped; an init may still be dying.
+	// pid is the group id, be reaped; an init may still be dying. A
+	// process group's leader is reaped only once its group is gone: the
+	// kernel may give a reaped pid to another process, which may lead a
+	// group of its own, and Destroy's group kill must not reach it. The
+	// reap holds mu, which every kill by that number holds too.
 	if _, err := p.pidfd.waitExited(); err == nil {
+		if p.contain.kind == ContainProcessGroup {
+			waitGroupGone(p.pid, nil)
+		}
+		p.mu.Lock()
 		_ = p.pidfd.reap()
+		p.reaped = true
+		p.mu.Unlock()
 	}
 	_ = p.pidfd.close()
 	p.closeCtl()

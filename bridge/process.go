@@ -83,6 +83,7 @@ type Process struct {
 	out     *replay.Buffer  // stdout replay buffer
 	exit    proc.ExitStatus // set once, when exited turns true
 	exited  bool            // the exit is published: exit is set and done is closed
+	reaped  bool            // the leader is reaped: its pid is no longer ours to signal
 	// destroy is written with destroyMu and mu held, so it may be read
 	// under either: past destroyNone, the stdout pump stops and Signal
 	// delivers nothing.
@@ -379,7 +380,9 @@ func (p *Process) Destroy() error {
 	if p.destroy == destroyNone {
 		p.startDestroy()
 	} else {
+		p.mu.Lock()
 		p.kill() // again: something survived the last time
+		p.mu.Unlock()
 	}
 	if err := p.waitGoroutines(timer.C); err != nil {
 		return err
@@ -441,8 +444,10 @@ func (p *Process) waitGoroutines(stop <-chan time.Time) error {
 		select {
 		case <-w.ch:
 		case <-stop:
-			if w.ch == p.waitDone && p.contain.kind == ContainPIDNamespace {
-				// The init outlives the bound only while its namespace does.
+			if w.ch == p.waitDone && (p.contain.kind == ContainPIDNamespace || p.contain.kind == ContainProcessGroup) {
+				// The init outlives the bound only while its namespace
+				// does; a process group's leader is reaped once its
+				// group is gone.
 				return p.survivors()
 			}
 			return &proc.DestroyTimeoutError{Wait: p.cfg.DestroyWait, Pending: w.name}
@@ -452,7 +457,8 @@ func (p *Process) waitGoroutines(stop <-chan time.Time) error {
 }
 
 // kill sends SIGKILL to the whole containment, and to the leader in case it
-// moved itself to another group.
+// moved itself to another group; by the leader's pid only while the
+// leader is not reaped. p.mu must be held.
 func (p *Process) kill() {
 	p.v1.stopForks()
 	if p.cgroup != nil {
@@ -462,6 +468,9 @@ func (p *Process) kill() {
 		// left the group; it exits once nothing of it is left.
 		p.closeCtl()
 		return
+	}
+	if p.reaped {
+		return // a process group's leader is reaped once its group is gone
 	}
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	_ = syscall.Kill(p.pid, syscall.SIGKILL)
@@ -488,9 +497,7 @@ func (p *Process) waitContainmentGone(deadline time.Time, stop <-chan time.Time)
 		// exit completes, and the init is reaped: nothing is left.
 		_ = p.v1.remove()
 	default:
-		if !waitGroupGone(p.pid, stop) {
-			return p.survivors()
-		}
+		// The group was gone before the leader's reap (waitChild).
 		_ = p.v1.remove()
 	}
 	return nil

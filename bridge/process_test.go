@@ -331,6 +331,44 @@ func TestDestroyKillsTheGroup(t *testing.T) {
 	eventually(t, "kill(-pgid, 0) == ESRCH", func() bool { return syscall.Kill(-pgid, 0) == syscall.ESRCH })
 }
 
+// A Destroy that failed and is tried again kills by the leader's pid (the
+// group id) only while the leader is not reaped: once it is, the kernel may
+// give the pid to another process, which may lead a group of its own.
+// Here the first Destroy misses a 1ns bound, the leader is reaped, a
+// process of the test's takes its pid (ns_last_pid), and the next Destroy
+// must not kill it. Under every containment, and without an init.
+func TestDestroyAgainSparesTheProcessThatTookTheLeadersPid(t *testing.T) {
+	run := func(t *testing.T, c *Containment) {
+		for attempt := 0; ; attempt++ {
+			p, err := c.Start(shReq(t, `exec sleep 300`), &proc.Config{DestroyWait: time.Nanosecond})
+			require.NoError(t, err)
+			if err := p.Destroy(); err == nil {
+				if attempt == 20 {
+					t.Skip("every first Destroy beat its 1ns bound")
+				}
+				continue
+			}
+			leader := p.Pid()
+			eventually(t, "the reap of the leader", func() bool {
+				_, err := os.Stat("/proc/" + strconv.Itoa(leader))
+				return err != nil
+			})
+			takePid(t, leader)
+			eventually(t, "a Destroy to succeed", func() bool { return p.Destroy() == nil })
+			st := procStatus(t, leader)
+			require.NotContains(t, []string{"Z", "X"}, st["State"][:1], "the process that took the pid died")
+			for _, pending := range []string{"SigPnd", "ShdPnd"} {
+				m, err := strconv.ParseUint(st[pending], 16, 64)
+				require.NoError(t, err)
+				require.Zero(t, m&(1<<(syscall.SIGKILL-1)), "a SIGKILL is pending for the process that took the pid (%s)", pending)
+			}
+			return
+		}
+	}
+	t.Run("without an init", func(t *testing.T) { run(t, &Containment{kind: ContainProcessGroup, direct: true}) })
+	eachContainment(t, run)
+}
+
 func TestDestroyUnblocksEverything(t *testing.T) {
 	// A descendant in its own session (no group kill reaches it; only the
 	// containment, where there is one) holds stdout and stderr open, and
