@@ -116,19 +116,21 @@ func cgroupOwner(pid int) string {
 	return fmt.Sprintf("procwire-%d.%s-", pid, statField(pid, 22))
 }
 
-// sweptByTheNextServe starts a serve and checks that, by the time it
-// listens, no cgroup of the killed serve whose names start with owner is
-// left: a serve killed with SIGKILL cannot remove its own. log is the
-// killed serve's; under a containment without cgroups there is nothing
-// to sweep.
-func sweptByTheNextServe(t *testing.T, owner, log string) {
+// sweptByTheNextServe starts a serve with args, the killed one's, and
+// checks that, by the time it listens, no cgroup of the killed serve whose
+// names start with owner is left: a serve killed with SIGKILL cannot
+// remove its own. log is the killed serve's; under a containment without
+// cgroups there is nothing to sweep. The killed serve should have a
+// --cgroup-parent of the test's own (privateCgroupParent), or another
+// test's serve may sweep first.
+func sweptByTheNextServe(t *testing.T, owner, log string, args ...string) {
 	t.Helper()
 	if !strings.Contains(log, `containment="cgroup`) {
 		t.Log("the killed serve made no cgroups: nothing to sweep")
 		return
 	}
 	require.NotEmpty(t, cgroupsNamed(owner), "the killed serve left no cgroup to sweep")
-	startLogged(t, exec.Command(binary, "serve", "--addr", "127.0.0.1:0"))
+	startLogged(t, exec.Command(binary, args...))
 	require.Empty(t, cgroupsNamed(owner), "left by a killed serve after the next one started")
 }
 

@@ -307,7 +307,11 @@ func TestClientAsksForTighterLimits(t *testing.T) {
 // nothing of the tree is left, with no other server started. The next
 // serve removes the cgroups it left.
 func TestKilledServeLeavesNothing(t *testing.T) {
-	srv := exec.Command(binary, "serve", "--addr", "127.0.0.1:0")
+	args := []string{"serve", "--addr", "127.0.0.1:0"}
+	if parent, err := privateCgroupParent(t); err == nil {
+		args = append(args, "--cgroup-parent", parent)
+	}
+	srv := exec.Command(binary, args...)
 	url, logs := startLogged(t, srv)
 	ctx := testCtx(t)
 	p, mark := openMarked(t, ctx, url, "sh", "-c", `setsid sleep 300 & (sleep 300 &); echo started; exec yes`)
@@ -335,7 +339,7 @@ func TestKilledServeLeavesNothing(t *testing.T) {
 	require.Empty(t, markAlive(mark))
 	require.Less(t, took, time.Second, "the issue's bound")
 	p.Detach()
-	sweptByTheNextServe(t, owner, logs())
+	sweptByTheNextServe(t, owner, logs(), args...)
 }
 
 // TestServeSweepsWhatADeadServerLeft: a cgroup left by a server that died,
@@ -343,25 +347,13 @@ func TestKilledServeLeavesNothing(t *testing.T) {
 // --cgroup-parent, which logs it and counts it in
 // procwire_swept_cgroups_total.
 func TestServeSweepsWhatADeadServerLeft(t *testing.T) {
-	own, err := os.ReadFile("/proc/self/cgroup")
-	require.NoError(t, err)
-	root := ""
-	for line := range strings.Lines(string(own)) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "0::"); ok {
-			root = filepath.Join("/sys/fs/cgroup/unified", rest)
-			if _, err := os.Stat(root); err != nil {
-				root = filepath.Join("/sys/fs/cgroup", rest)
-			}
-		}
-	}
-	parent := filepath.Join(root, fmt.Sprintf("procwire-test-sweep-%d", time.Now().UnixNano()))
-	if err := os.Mkdir(parent, 0o755); err != nil {
+	parent, err := privateCgroupParent(t)
+	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("no writable cgroup v2: %v", err)
+			t.Fatal(err)
 		}
-		t.Skipf("no writable cgroup v2: %v", err)
+		t.Skip(err)
 	}
-	t.Cleanup(func() { _ = os.Remove(parent) })
 	// A dead server's cgroup: its start time is not the pid's.
 	stale := filepath.Join(parent, fmt.Sprintf("procwire-%d.12345-1", os.Getpid()))
 	require.NoError(t, os.Mkdir(stale, 0o755))
@@ -388,4 +380,30 @@ func TestServeSweepsWhatADeadServerLeft(t *testing.T) {
 	require.Equal(t, 200, code)
 	require.Contains(t, body, "\nprocwire_swept_cgroups_total 1\n")
 	require.Contains(t, logs(), "swept the processes of servers that died")
+}
+
+// privateCgroupParent makes a cgroup v2 directory of the test's own, for
+// serve's --cgroup-parent, removed at the end of the test: a serve that
+// starts sweeps the cgroups of dead servers under its parent, and other
+// tests' serves, here and in other packages, use the default one.
+func privateCgroupParent(t *testing.T) (string, error) {
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	root := ""
+	for line := range strings.Lines(string(own)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "0::"); ok {
+			root = filepath.Join("/sys/fs/cgroup/unified", rest)
+			if _, err := os.Stat(root); err != nil {
+				root = filepath.Join("/sys/fs/cgroup", rest)
+			}
+		}
+	}
+	parent := filepath.Join(root, fmt.Sprintf("procwire-test-parent-%d", time.Now().UnixNano()))
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		return "", fmt.Errorf("no writable cgroup v2: %w", err)
+	}
+	t.Cleanup(func() { _ = os.Remove(parent) })
+	return parent, nil
 }

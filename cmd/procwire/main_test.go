@@ -666,7 +666,11 @@ func TestExecDetachToStdout(t *testing.T) {
 // A server that is gone for good ends exec within its grace and the
 // bounded destroy, with one line.
 func TestExecGivesUpWhenTheServerIsGone(t *testing.T) {
-	srv := exec.CommandContext(testCtx(t), binary, "serve", "--addr", "127.0.0.1:0", "--grace", "1s")
+	args := []string{"serve", "--addr", "127.0.0.1:0", "--grace", "1s"}
+	if parent, err := privateCgroupParent(t); err == nil {
+		args = append(args, "--cgroup-parent", parent)
+	}
+	srv := exec.CommandContext(testCtx(t), binary, args...)
 	logs, err := srv.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, srv.Start())
@@ -695,7 +699,7 @@ func TestExecGivesUpWhenTheServerIsGone(t *testing.T) {
 	require.Equal(t, exitFailure, r.code, r.stderr)
 	host := strings.TrimSuffix(strings.TrimPrefix(url, "ws://"), "/")
 	require.Equal(t, "procwire exec: lost the server and could not resume: nothing listens at "+host+" (connection refused)\n", r.stderr)
-	sweptByTheNextServe(t, owner, head)
+	sweptByTheNextServe(t, owner, head, args...)
 }
 
 // A signal while the server does not answer the handshake ends exec at
