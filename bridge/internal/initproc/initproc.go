@@ -391,11 +391,11 @@ const (
 // leaving it to be reaped (waitid(P_ALL, WEXITED|WNOWAIT)).
 func waitable() (int, error) {
 	const pAll = 0
-	var info [128]byte // siginfo_t
+	var info [32]int32 // siginfo_t, 128 bytes
 	if _, _, e := syscall.Syscall6(syscall.SYS_WAITID, pAll, 0, uintptr(unsafe.Pointer(&info)), WExited|WNoWait, 0, 0); e != 0 {
 		return 0, e
 	}
-	return int(*(*int32)(unsafe.Pointer(&info[SiPidOff]))), nil
+	return int(info[SiPidOff/4]), nil
 }
 
 // sweep kills every process of the init's tree; the init's wait loop then
