@@ -201,31 +201,25 @@ func TestAGuardianSignalsNoProcessThatTookTheChildsPid(t *testing.T) {
 	newConsumer(t, p, &out).until("the child's pid", func() bool { return strings.HasSuffix(out.String(), "\n") })
 	child, err := strconv.Atoi(strings.TrimSpace(out.String()))
 	require.NoError(t, err)
-	eventually(t, "the reap of the child", func() bool {
-		_, err := os.Stat("/proc/" + strconv.Itoa(child))
-		return err != nil
-	})
 	takePid(t, child)
 
 	delivered, err := p.Signal(syscall.SIGTERM)
 	require.NoError(t, err)
 	require.True(t, delivered, "the exit waits for the descendant's stdout")
 	require.NoError(t, p.Destroy()) // the init obeyed the signal before it swept
-	st := procStatus(t, child)
-	require.NotContains(t, []string{"Z", "X"}, st["State"][:1], "the process that took the pid died")
-	for _, pending := range []string{"SigPnd", "ShdPnd"} {
-		m, err := strconv.ParseUint(st[pending], 16, 64)
-		require.NoError(t, err)
-		require.Zero(t, m&(1<<(syscall.SIGTERM-1)), "a SIGTERM is pending for the process that took the pid (%s)", pending)
-	}
+	requireSpared(t, child, syscall.SIGTERM)
 }
 
-// takePid starts a sleep, in a session (and process group) of its own,
-// with pid, which must be free: the kernel gives the next process the pid
-// after /proc/sys/kernel/ns_last_pid, unless another process forks first,
-// so it tries again a few times. It skips the test where that file cannot
-// be written.
+// takePid waits until pid's process is reaped, then starts a sleep, in a
+// session (and process group) of its own, with that pid: the kernel gives
+// the next process the pid after /proc/sys/kernel/ns_last_pid, unless
+// another process forks first, so it tries again a few times. It skips
+// the test where that file cannot be written.
 func takePid(t *testing.T, pid int) *os.Process {
+	eventually(t, "the reap of "+strconv.Itoa(pid), func() bool {
+		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+		return err != nil
+	})
 	for range 50 {
 		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
 			t.Skipf("cannot choose the next pid: %v", err)
@@ -244,6 +238,20 @@ func takePid(t *testing.T, pid int) *os.Process {
 	}
 	t.Skipf("another process took pid %d first, 50 times", pid)
 	return nil
+}
+
+// requireSpared checks that the process with pid (takePid's) is alive and
+// that no sig is pending for it: a kill already made is pending until the
+// process dies.
+func requireSpared(t *testing.T, pid int, sig syscall.Signal) {
+	t.Helper()
+	st := procStatus(t, pid)
+	require.NotContains(t, []string{"Z", "X"}, st["State"][:1], "the process that took the pid died")
+	for _, pending := range []string{"SigPnd", "ShdPnd"} {
+		m, err := strconv.ParseUint(st[pending], 16, 64)
+		require.NoError(t, err)
+		require.Zero(t, m&(1<<(sig-1)), "a %v is pending for the process that took the pid (%s)", sig, pending)
+	}
 }
 
 // procStatus returns the fields of /proc/PID/status.
