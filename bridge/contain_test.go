@@ -201,7 +201,7 @@ func TestAGuardianSignalsNoProcessThatTookTheChildsPid(t *testing.T) {
 	newConsumer(t, p, &out).until("the child's pid", func() bool { return strings.HasSuffix(out.String(), "\n") })
 	child, err := strconv.Atoi(strings.TrimSpace(out.String()))
 	require.NoError(t, err)
-	takePid(t, child)
+	takePid(t, child, p.pid)
 
 	delivered, err := p.Signal(syscall.SIGTERM)
 	require.NoError(t, err)
@@ -210,15 +210,21 @@ func TestAGuardianSignalsNoProcessThatTookTheChildsPid(t *testing.T) {
 	requireSpared(t, child, syscall.SIGTERM)
 }
 
-// takePid waits until pid's process is reaped, then starts a sleep, in a
-// session (and process group) of its own, with that pid: the kernel gives
-// the next process the pid after /proc/sys/kernel/ns_last_pid, unless
-// another process forks first, so it tries again a few times. It skips
-// the test where that file cannot be written.
-func takePid(t *testing.T, pid int) *os.Process {
+// takePid waits until pid's process, a child of parent, is reaped, then
+// starts a sleep, in a session (and process group) of its own, with that
+// pid: the kernel gives the next process the pid after
+// /proc/sys/kernel/ns_last_pid, unless another process forks first, so it
+// tries again a few times. It skips the test where that file cannot be
+// written, or where another process took the pid first (a fork bomb of
+// another test goes through the pids in seconds).
+func takePid(t *testing.T, pid, parent int) *os.Process {
 	eventually(t, "the reap of "+strconv.Itoa(pid), func() bool {
-		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-		return err != nil
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return true
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		return len(f) < 2 || f[1] != strconv.Itoa(parent) // reaped, and taken since
 	})
 	for range 50 {
 		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {

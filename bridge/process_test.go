@@ -349,7 +349,7 @@ func TestDestroyAgainSparesTheProcessThatTookTheLeadersPid(t *testing.T) {
 				continue
 			}
 			leader := p.Pid()
-			takePid(t, leader)
+			takePid(t, leader, os.Getpid())
 			eventually(t, "a Destroy to succeed", func() bool { return p.Destroy() == nil })
 			requireSpared(t, leader, syscall.SIGKILL)
 			return
