@@ -211,26 +211,11 @@ func (c *Containment) Limits() Limits {
 func (c *Containment) Swept() int { return c.swept }
 
 // ownerPrefix names the cgroups of server pid: "procwire-PID.START", where
-// START is the process's start time in clock ticks after boot, so that a
-// later process with the same pid is not mistaken for it.
+// START is the process's start time in clock ticks after boot (empty when
+// pid is gone), so that a later process with the same pid is not mistaken
+// for it.
 func ownerPrefix(pid int) string {
-	return fmt.Sprintf("procwire-%d.%d", pid, startTime(pid))
-}
-
-// startTime returns field 22 of /proc/PID/stat, or 0 if pid is gone.
-func startTime(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	// Fields after the command name start at field 3 (state).
-	if len(f) < 20 {
-		return 0
-	}
-	n, _ := strconv.ParseUint(f[19], 10, 64)
-	return n
+	return "procwire-" + strconv.Itoa(pid) + "." + initproc.StartOf(pid)
 }
 
 // sweepDeadServers ends the cgroups under parent that a server which is no

@@ -251,12 +251,9 @@ func takePid(t *testing.T, pid, parent int) *os.Process {
 // process dies.
 func requireSpared(t *testing.T, pid int, sig syscall.Signal) {
 	t.Helper()
-	st := procStatus(t, pid)
-	require.NotContains(t, []string{"Z", "X"}, st["State"][:1], "the process that took the pid died")
-	for _, pending := range []string{"SigPnd", "ShdPnd"} {
-		m, err := strconv.ParseUint(st[pending], 16, 64)
-		require.NoError(t, err)
-		require.Zero(t, m&(1<<(sig-1)), "a %v is pending for the process that took the pid (%s)", sig, pending)
+	require.NotContains(t, []string{"Z", "X"}, procStatus(t, pid)["State"][:1], "the process that took the pid died")
+	for _, pending := range []string{"SigPnd:", "ShdPnd:"} {
+		require.Zero(t, sigMask(t, pid, pending)&(1<<(sig-1)), "a %v is pending for the process that took the pid (%s)", sig, pending)
 	}
 }
 
@@ -275,17 +272,11 @@ func procStatus(t testing.TB, pid int) map[string]string {
 // sigMask returns the mask of pid's /proc status line named field
 // ("SigIgn:", "SigCgt:"), bit n-1 for signal n.
 func sigMask(t testing.TB, pid int, field string) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	v, ok := procStatus(t, pid)[strings.TrimSuffix(field, ":")]
+	require.True(t, ok, "no %s line in /proc/%d/status", field, pid)
+	m, err := strconv.ParseUint(v, 16, 64)
 	require.NoError(t, err)
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, field); ok {
-			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			require.NoError(t, err)
-			return m
-		}
-	}
-	t.Fatalf("no %s line in /proc/%d/status", field, pid)
-	return 0
+	return m
 }
 
 func TestExitStatusInEachContainment(t *testing.T) {

@@ -56,7 +56,7 @@ wait:
 	// reap holds mu, which every kill by that number holds too.
 	if _, err := p.pidfd.waitExited(); err == nil {
 		if p.contain.kind == ContainProcessGroup {
-			waitGroupGone(p.pid, nil)
+			waitGroupGone(p.pid)
 		}
 		p.mu.Lock()
 		_ = p.pidfd.reap()

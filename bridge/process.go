@@ -387,7 +387,7 @@ func (p *Process) Destroy() error {
 	if err := p.waitGoroutines(timer.C); err != nil {
 		return err
 	}
-	if err := p.waitContainmentGone(deadline, timer.C); err != nil {
+	if err := p.waitContainmentGone(deadline); err != nil {
 		return err
 	}
 	p.mu.Lock()
@@ -478,7 +478,7 @@ func (p *Process) kill() {
 
 // waitContainmentGone waits, after the reap of the child, until no process
 // of the containment is alive, and removes what is left of it.
-func (p *Process) waitContainmentGone(deadline time.Time, stop <-chan time.Time) error {
+func (p *Process) waitContainmentGone(deadline time.Time) error {
 	switch p.contain.kind {
 	case ContainCgroup:
 		empty, err := p.cgroup.waitEmpty(deadline)

@@ -119,27 +119,17 @@ func waitid(fd uintptr, options int) (st proc.ExitStatus, exited bool, err error
 
 // waitGroupGone waits until process group pgid has no live member (zombies
 // waiting for their new parent to reap them do not count), re-killing
-// members that appear, until stop fires. It reports whether the group is
-// gone. The kernel has no event for this, so it polls /proc with backoff;
-// after a group SIGKILL the first look usually suffices.
-func waitGroupGone(pgid int, stop <-chan time.Time) bool {
-	backoff := time.Millisecond
-	for {
-		if err := syscall.Kill(-pgid, 0); err == syscall.ESRCH {
-			return true
-		}
-		if !groupHasLive(pgid) {
-			return true
+// members that appear. Its leader must be unreaped, so that pgid is the
+// group's until then (waitChild). The kernel has no event for this, so it
+// polls /proc with backoff; after a group SIGKILL the first look usually
+// suffices.
+func waitGroupGone(pgid int) {
+	for backoff := time.Millisecond; ; backoff = min(2*backoff, 50*time.Millisecond) {
+		if err := syscall.Kill(-pgid, 0); err == syscall.ESRCH || !groupHasLive(pgid) {
+			return
 		}
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-stop:
-			t.Stop()
-			return false
-		}
-		backoff = min(2*backoff, 50*time.Millisecond)
+		time.Sleep(backoff) // no event to wait for: look again, less and less often
 	}
 }
 

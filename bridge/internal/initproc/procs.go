@@ -76,16 +76,16 @@ func Descendants(root int) []int {
 type procID struct {
 	pid   int
 	start string
+	ppid  int
 	pgrp  int
 }
 
 // descendants lists the live descendants of root, from /proc.
 func descendants(root int) []procID {
-	parent := map[int]int{}
 	seen := map[int]procID{}
 	ProcsWhere(func(pid int, stat []string) bool {
-		parent[pid], _ = strconv.Atoi(stat[1])
 		id := procID{pid: pid}
+		id.ppid, _ = strconv.Atoi(stat[1])
 		id.pgrp, _ = strconv.Atoi(stat[2])
 		if len(stat) > statStart {
 			id.start = stat[statStart]
@@ -94,10 +94,10 @@ func descendants(root int) []procID {
 		return false
 	})
 	var out []procID
-	for pid := range parent {
-		for p, n := parent[pid], 0; p != 0 && n < 1<<16; p, n = parent[p], n+1 {
+	for _, id := range seen {
+		for p, n := id.ppid, 0; p != 0 && n < 1<<16; p, n = seen[p].ppid, n+1 {
 			if p == root {
-				out = append(out, seen[pid])
+				out = append(out, id)
 				break
 			}
 		}
@@ -108,8 +108,8 @@ func descendants(root int) []procID {
 // statStart is the index of starttime among statFields.
 const statStart = 19
 
-// startOf is pid's start time now; "" when it has none (gone).
-func startOf(pid int) string {
+// StartOf is pid's start time now; "" when it has none (gone).
+func StartOf(pid int) string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return ""
@@ -135,7 +135,7 @@ func (id procID) signal(sig syscall.Signal) {
 		return // gone
 	}
 	defer syscall.Close(int(fd))
-	if id.start == "" || startOf(id.pid) != id.start {
+	if id.start == "" || StartOf(id.pid) != id.start {
 		return // another process's pid now
 	}
 	_, _, _ = syscall.RawSyscall6(sysPidfdSendSignal, fd, uintptr(sig), 0, 0, 0, 0)

@@ -31,7 +31,7 @@ func TestSweepKillsOnlyTheProcessItsWalkSaw(t *testing.T) {
 	require.GreaterOrEqual(t, i, 0, "sh is a descendant")
 	id := procs[i]
 	require.NotEmpty(t, id.start)
-	require.Equal(t, id.start, startOf(pid))
+	require.Equal(t, id.start, StartOf(pid))
 
 	procID{pid: pid, start: id.start + "1"}.signal(syscall.SIGKILL) // the pid, another process's start
 	// A SIGKILL sent would end sh before it answers.
