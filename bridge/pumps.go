@@ -93,6 +93,18 @@ const stdoutRead = 256 << 10
 // when that one filled all it asked for, and for one chunk again when it
 // did not: a trickle holds one chunk at a time, a flood reads stdoutRead at
 // once. One pump owns it; its method value is bound once.
+//
+// A chunk of output costs two reads: the one that takes it and the one that
+// finds the pipe empty (EAGAIN) before the pump waits. Waiting on the poller
+// straight after a read that took less than it asked for would save the
+// second, and was tried: it loses the end of the pipe. A writer that writes
+// and closes at once (echo bye; exec >&-) may raise one readiness for both;
+// the pump, woken by it, reads "bye", and a wait then is for an event that
+// already came: the end is never read, and the pump waits for good
+// (TestStdoutEOFIsTheChilds caught it). Go's poller also forgets a readiness
+// at each new RawConn.Read, so the saving would need the whole pump inside
+// one callback. The socket's reads are Go's own, with the same second read,
+// and SSH's make the same.
 type stdoutReader struct {
 	p    *Process
 	rc   syscall.RawConn
