@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,16 +68,21 @@ func startTmuxSettle(t *testing.T, rows, cols int, env []string, script string, 
 	s := &tmuxSession{t: t, sock: filepath.Join(dir, "sock"), dir: dir}
 	wait := ""
 	if settle {
-		wait = `i=0; while [ "$(stty -g)" != "$(cat "$D/before")" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; echo "$i" > "$D/settled"`
+		wait = `i=0; while [ "$(stty -g)" != "$(cat "$D/before")" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; put settled echo "$i"`
 	}
+	// put NAME CMD... writes CMD's output to "$D/NAME" whole: a reader
+	// polling for the file must never see it created and still empty (a
+	// "before" read that way once passed requireRaw before exec had made
+	// the terminal raw, and the ^C then killed the script).
 	run := fmt.Sprintf(`D=%s
-stty -g > "$D/before"
-echo "$TERM" > "$D/term"
+put() { n=$1; shift; "$@" > "$D/$n.tmp" && mv "$D/$n.tmp" "$D/$n"; }
+put before stty -g
+put term echo "$TERM"
 %s
 s=$?
 %s
-stty -g > "$D/after"
-echo "$s" > "$D/status.tmp" && mv "$D/status.tmp" "$D/status"
+put after stty -g
+put status echo "$s"
 echo "local shell: exec ended with $s"
 exec sleep 3600
 `, dir, script, wait)
@@ -144,7 +150,8 @@ func lastLine(screen string) string {
 	return strings.TrimRight(lines[len(lines)-1], " ")
 }
 
-// waitFile waits until the script wrote name, and returns it trimmed.
+// waitFile waits until the script wrote name (whole: the script's put),
+// and returns it trimmed.
 func (s *tmuxSession) waitFile(name string) string {
 	s.t.Helper()
 	deadline := time.Now().Add(screenTimeout)
@@ -161,20 +168,35 @@ func (s *tmuxSession) waitFile(name string) string {
 }
 
 // paneTTYMode is the window's terminal's mode now (stty -g).
-func (s *tmuxSession) paneTTYMode() string {
+func (s *tmuxSession) paneTTYMode() string { return s.paneStty("-g") }
+
+// paneTTYFlags is the window's terminal's settings now, as stty -a lists
+// them ("-isig" when ISIG is off).
+func (s *tmuxSession) paneTTYFlags() string { return s.paneStty("-a") }
+
+// paneStty runs stty with arg on the window's terminal.
+func (s *tmuxSession) paneStty(arg string) string {
 	tty := strings.TrimSpace(s.tmux("display-message", "-p", "-t", "t", "#{pane_tty}"))
-	out, err := exec.Command("stty", "-F", tty, "-g").Output()
+	out, err := exec.Command("stty", "-F", tty, arg).Output()
 	require.NoError(s.t, err)
 	return strings.TrimSpace(string(out))
 }
 
-// requireRaw waits until the window's terminal is not in the mode it had
-// before exec (exec -t made it raw).
+// requireRaw waits until the window's terminal is raw (exec -t made it
+// so): not in the mode it had before exec, and with no signal keys, no
+// line editing and no echo, so that a ^C typed next is a byte for the
+// remote terminal, not a SIGINT for the script.
 func (s *tmuxSession) requireRaw() {
 	s.t.Helper()
 	before := s.waitFile("before")
-	require.Eventually(s.t, func() bool { return s.paneTTYMode() != before }, screenTimeout, 10*time.Millisecond,
-		"the local terminal is raw while exec -t runs")
+	require.NotEmpty(s.t, before)
+	require.Eventually(s.t, func() bool {
+		if s.paneTTYMode() == before {
+			return false
+		}
+		flags := strings.Fields(s.paneTTYFlags())
+		return slices.Contains(flags, "-isig") && slices.Contains(flags, "-icanon") && slices.Contains(flags, "-echo")
+	}, screenTimeout, 10*time.Millisecond, "the local terminal is raw while exec -t runs")
 }
 
 // execPID is the pid of the script's child (exec).
