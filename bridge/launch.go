@@ -109,6 +109,7 @@ type launch struct {
 
 	files                []*os.File // every pipe end, closed on failure
 	inR, inW, outR, outW *os.File   // stdin and stdout, or the terminal
+	ttyNr                string     // the terminal's tty_nr (ptyPair)
 	errR, errW           *os.File
 	statusR, statusW     *os.File // under an init: its status pipe
 	ctlR, ctlW           *os.File // under an init: its control pipe
@@ -176,6 +177,7 @@ func (l *launch) openStdio() (err error) {
 			return err
 		}
 		l.files = append(l.files, pt.master, pt.masterW, pt.slave)
+		l.ttyNr = pt.ttyNr
 		l.inR, l.inW, l.outR, l.outW = pt.slave, pt.masterW, pt.master, pt.slave
 	} else {
 		if l.inR, l.inW, err = l.pipe(); err != nil {
@@ -441,6 +443,7 @@ func (l *launch) process(firstOutput func()) *Process {
 		cfg:        l.c,
 		pid:        l.pid,
 		pidfd:      l.pfd,
+		ttyNr:      l.ttyNr,
 		contain:    l.ct,
 		cgroup:     l.cg,
 		statusR:    l.statusR,

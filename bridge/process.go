@@ -43,6 +43,7 @@ type Process struct {
 	ctlClose  sync.Once
 	guardian  bool   // the init is a guardian (initproc.ModeGuardian), not a namespace's pid 1
 	pidns     string // under a namespace's init: the namespace, as /proc/PID/ns/pid names it
+	ttyNr     string // with Config.TTY: the terminal, as /proc/PID/stat's tty_nr names it
 	startedAt time.Time
 	notify    chan struct{}                     // capacity 1; see Notify
 	onChange  atomic.Pointer[func(proc.Change)] // see OnChange
@@ -329,11 +330,9 @@ func (p *Process) Signal(sig syscall.Signal) (delivered bool, err error) {
 	if p.exited || p.destroy != destroyNone {
 		return false, nil
 	}
-	if fg := p.ttyForeground(); fg > 0 {
+	if p.signalForeground(sig) {
 		// On a terminal, to its foreground job, as the key would.
-		if err := syscall.Kill(-fg, sig); err == nil {
-			return true, nil
-		}
+		return true, nil
 	}
 	if c, ok := initproc.CtlByte(sig); ok && p.ctlW != nil && (sig != syscall.SIGKILL || p.guardian) {
 		// The init sends it to the child's group: it handles no signal

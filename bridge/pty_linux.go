@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/procwire/procwire/bridge/internal/initproc"
 	"github.com/procwire/procwire/proc"
 )
 
@@ -35,6 +36,7 @@ type ptyPair struct {
 	master  *os.File // read by the stdout pump; non-blocking, on the poller
 	masterW *os.File // a dup of master, written by the stdin pump
 	slave   *os.File // blocking; handed to the child and then closed
+	ttyNr   string   // the slave as /proc/PID/stat's tty_nr names it
 }
 
 // openPTY allocates a pseudo-terminal of t's size. With owner set, the
@@ -90,6 +92,10 @@ func openPTY(t *proc.TTY, owner *proc.User) (pt *ptyPair, err error) {
 	if err = setWinsize(mfd, t.Rows, t.Cols, t.XPixel, t.YPixel); err != nil {
 		return nil, err
 	}
+	var st unix.Stat_t
+	if err = unix.Fstat(sfd, &st); err != nil {
+		return nil, fmt.Errorf("stat the pty slave: %w", err)
+	}
 	if wfd, err = unix.FcntlInt(uintptr(mfd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
 		wfd = -1
 		return nil, fmt.Errorf("dup the pty master: %w", err)
@@ -99,7 +105,15 @@ func openPTY(t *proc.TTY, owner *proc.User) (pt *ptyPair, err error) {
 		master:  os.NewFile(uintptr(mfd), "/dev/ptmx"),
 		masterW: os.NewFile(uintptr(wfd), "/dev/ptmx"),
 		slave:   os.NewFile(uintptr(sfd), "pty slave"),
+		ttyNr:   statTTYNr(st.Rdev),
 	}, nil
+}
+
+// statTTYNr is device dev as /proc/PID/stat's tty_nr writes it (the
+// kernel's new_encode_dev).
+func statTTYNr(dev uint64) string {
+	major, minor := uint64(unix.Major(dev)), uint64(unix.Minor(dev))
+	return strconv.FormatUint(minor&0xff|major<<8|(minor&^0xff)<<12, 10)
 }
 
 func setWinsize(fd int, rows, cols, xpixel, ypixel uint16) error {
@@ -138,22 +152,113 @@ func (p *Process) Resize(rows, cols, xpixel, ypixel uint16) error {
 
 // ttyForeground returns the terminal's foreground process group, as a pid
 // of the server's namespace, or 0 when it has none (every process left
-// it, or the session was hung up) or on pipes.
+// it). The number alone names no group safely (signalForeground).
 func (p *Process) ttyForeground() int {
-	if p.cfg.TTY == nil {
-		return 0
-	}
-	rc, err := p.stdoutR.SyscallConn()
-	if err != nil {
-		return 0
-	}
 	pgrp := 0
-	_ = rc.Control(func(fd uintptr) {
-		if g, err := unix.IoctlGetInt(int(fd), unix.TIOCGPGRP); err == nil {
+	p.onMaster(func(master int) {
+		if g, err := unix.IoctlGetInt(master, unix.TIOCGPGRP); err == nil {
 			pgrp = g
 		}
 	})
 	return pgrp
+}
+
+// onMaster calls fn with the terminal's master, unless the process has no
+// terminal or Destroy closed it.
+func (p *Process) onMaster(fn func(master int)) {
+	if p.cfg.TTY == nil {
+		return
+	}
+	if rc, err := p.stdoutR.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { fn(int(fd)) })
+	}
+}
+
+// signalForeground sends sig to the terminal's foreground process group,
+// as the key would, and reports whether it had one: a live process of
+// this terminal's session, on this terminal, in the group TIOCGPGRP
+// names. The number TIOCGPGRP gives is never signalled on its own word:
+// the terminal keeps naming its foreground group after the group's last
+// process ended (until the session's shell takes the terminal back, or
+// for good under a program that never does), and the kernel may give the
+// number meanwhile to a process elsewhere that leads a group of its own (a
+// fork bomb anywhere goes through the 32,768 pids in seconds).
+//
+// So a member is found first: the group's leader (whose pid is the
+// group's id), else any process of the group from /proc. It is pinned by a
+// pidfd and then checked to be in the group, in the session and on the
+// terminal; a check that passes while the pidfd's process lives was made
+// of that process, whose life keeps the number the group's. Through the
+// leader's pidfd the signal then goes to the group the kernel holds by
+// reference (PIDFD_SIGNAL_PROCESS_GROUP, Linux 6.9), a number no more;
+// through another member's, or on an older kernel, by number at once,
+// while the member still holds it. p.mu must be held.
+func (p *Process) signalForeground(sig syscall.Signal) (sent bool) {
+	p.onMaster(func(master int) {
+		fg, err := unix.IoctlGetInt(master, unix.TIOCGPGRP)
+		if err != nil || fg <= 0 {
+			return
+		}
+		sid, err := unix.IoctlGetInt(master, unix.TIOCGSID)
+		if err != nil {
+			return
+		}
+		g := fgGroup{pgrp: strconv.Itoa(fg), sid: strconv.Itoa(sid), ttyNr: p.ttyNr}
+		if sent = g.signalThrough(fg, fg, sig); sent {
+			return
+		}
+		for _, pid := range initproc.ProcsWhere(func(_ int, stat []string) bool { return g.holds(stat) }) {
+			if sent = g.signalThrough(pid, fg, sig); sent {
+				return
+			}
+		}
+	})
+	return sent
+}
+
+// fgGroup is a terminal's foreground group as its processes' stat fields
+// show it.
+type fgGroup struct{ pgrp, sid, ttyNr string }
+
+// holds reports whether stat (initproc.ProcsWhere's fields) is a live
+// process of g: in the group, in the session, on the terminal.
+func (g fgGroup) holds(stat []string) bool {
+	return len(stat) > 4 && stat[0] != "Z" && stat[0] != "X" && stat[2] == g.pgrp && stat[3] == g.sid && stat[4] == g.ttyNr
+}
+
+// signalThrough sends sig to group fg through pid, one of its processes:
+// pinned by a pidfd, checked, and then by reference when pid is the
+// group's leader, else by number (signalForeground). It reports whether
+// pid was one of g's and the signal went.
+func (g fgGroup) signalThrough(pid, fg int, sig syscall.Signal) bool {
+	pfd, err := unix.PidfdOpen(pid, 0)
+	switch {
+	case errors.Is(err, unix.ENOSYS):
+		pfd = -1 // before Linux 5.3: the check alone
+	case err != nil:
+		return false // gone
+	default:
+		defer unix.Close(pfd)
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil || !g.holds(initproc.StatFields(b)) {
+		return false
+	}
+	if pfd >= 0 {
+		if unix.PidfdSendSignal(pfd, 0, nil, 0) != nil {
+			return false // ended since the check, which may have been of another
+		}
+		if pid == fg {
+			switch err := unix.PidfdSendSignal(pfd, sig, nil, unix.PIDFD_SIGNAL_PROCESS_GROUP); {
+			case err == nil:
+				return true
+			case !errors.Is(err, unix.EINVAL):
+				return false // the group ended
+			}
+			// Before Linux 6.9: by number, below.
+		}
+	}
+	return syscall.Kill(-fg, sig) == nil
 }
 
 // ttyEOF reports whether err, from a read of the master, is the end of the

@@ -144,6 +144,77 @@ func TestPTYSignalForeground(t *testing.T) {
 	require.NoError(t, p.Destroy())
 }
 
+// A pipeline's process group outlives its leader: dash reaps "sleep 0.1"
+// while "sleep 300", of the same group, runs on. The signal still reaches
+// the group (through the member a walk of /proc finds), and the shell goes
+// on; sent to the shell's group instead, it would leave the sleep running.
+func TestPTYSignalReachesAForegroundGroupWhoseLeaderIsGone(t *testing.T) {
+	eachContainment(t, func(t *testing.T, c *Containment) {
+		req := proc.Request{Executable: "sh", Arguments: []string{"-i"}, WorkingDirectory: t.TempDir(),
+			Environment: map[string]string{"PATH": "/usr/bin:/bin", "PS1": "$ "}}
+		p, err := c.Start(req, ttyCfg(proc.DefaultExitWait))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Destroy() })
+		var b bytes.Buffer
+		cons := newConsumer(t, p, &b)
+		cons.until("the prompt", func() bool { return strings.Contains(b.String(), "$ ") })
+		shell := p.ttyForeground()
+		require.NoError(t, p.PushStdin([]byte("sleep 0.1 | sleep 300\n")))
+		var fg int
+		eventually(t, "the pipeline in the foreground", func() bool {
+			fg = p.ttyForeground()
+			return fg != 0 && fg != shell
+		})
+		eventually(t, "the reap of the group's leader", func() bool {
+			_, err := os.Stat("/proc/" + strconv.Itoa(fg))
+			return err != nil
+		})
+		delivered, err := p.Signal(syscall.SIGINT)
+		require.NoError(t, err)
+		require.True(t, delivered)
+		require.NoError(t, p.PushStdin([]byte("echo alive-$((40+2))\n")))
+		cons.until("the shell's answer", func() bool { return strings.Contains(b.String(), "alive-42") })
+	})
+}
+
+// A program that gave the terminal to a child's group and never took it
+// back leaves the terminal naming that group after the child's end, and
+// the number free for the kernel to give any process. Here a process of
+// the test's takes it, leading a group of its own (takePid); a signal must
+// not reach it: the terminal has no foreground group any more, so the
+// signal goes to the process's group, as on pipes.
+func TestPTYSignalSparesTheProcessThatTookAnEndedForegroundGroupsNumber(t *testing.T) {
+	// perl-base is essential on Debian: POSIX's setpgid and tcsetpgrp.
+	const script = `use POSIX; $SIG{TTOU} = "IGNORE";
+pipe(R, W) or die "pipe: $!";
+my $c = fork() // die "fork: $!";
+if ($c == 0) { close W; setpgid(0, 0); <R>; POSIX::_exit(0) }
+setpgid($c, $c); tcsetpgrp(0, $c) or die "tcsetpgrp: $!";
+close R; close W; waitpid($c, 0);
+print "gone\n"; sleep 300;`
+	eachContainment(t, func(t *testing.T, c *Containment) {
+		req := proc.Request{Executable: "perl", Arguments: []string{"-e", script}, WorkingDirectory: t.TempDir(),
+			Environment: map[string]string{"PATH": "/usr/bin:/bin"}}
+		p, err := c.Start(req, ttyCfg(proc.DefaultExitWait))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Destroy() })
+		var b bytes.Buffer
+		cons := newConsumer(t, p, &b)
+		cons.until("the end of the foreground group", func() bool { return strings.Contains(b.String(), "gone") })
+		fg := p.ttyForeground()
+		require.NotZero(t, fg, "the terminal still names the ended group: %q", b.String())
+		takePid(t, fg, p.Pid())
+
+		delivered, err := p.Signal(syscall.SIGTERM)
+		require.NoError(t, err)
+		require.True(t, delivered)
+		requireSpared(t, fg, syscall.SIGTERM)
+		cons.until("the exit", func() bool { _, ok := p.Exit(); return ok })
+		st, _ := p.Exit()
+		require.Equal(t, "SIGTERM", st.Signal, "the signal went to the process's group; output %q", b.String())
+	})
+}
+
 // TestPTYResize: Resize sets the window size and the foreground job gets
 // SIGWINCH; on pipes it is ErrNoTTY.
 func TestPTYResize(t *testing.T) {

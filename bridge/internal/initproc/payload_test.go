@@ -187,7 +187,7 @@ func TestStatFields(t *testing.T) {
 		"9 (x)":                       nil,
 		"no parenthesis at all S 1 2": nil,
 	} {
-		require.Equal(t, want, statFields([]byte(in)), in)
+		require.Equal(t, want, StatFields([]byte(in)), in)
 	}
 }
 

@@ -49,7 +49,7 @@ func ProcsWhere(match func(pid int, stat []string) bool) []int {
 		if err != nil {
 			continue // exited meanwhile
 		}
-		f := statFields(b)
+		f := StatFields(b)
 		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
 			continue
 		}
@@ -105,7 +105,7 @@ func descendants(root int) []procID {
 	return out
 }
 
-// statStart is the index of starttime among statFields.
+// statStart is the index of starttime among StatFields.
 const statStart = 19
 
 // StartOf is pid's start time now; "" when it has none (gone).
@@ -114,7 +114,7 @@ func StartOf(pid int) string {
 	if err != nil {
 		return ""
 	}
-	if f := statFields(b); len(f) > statStart {
+	if f := StatFields(b); len(f) > statStart {
 		return f[statStart]
 	}
 	return ""
@@ -141,11 +141,11 @@ func (id procID) signal(sig syscall.Signal) {
 	_, _, _ = syscall.RawSyscall6(sysPidfdSendSignal, fd, uintptr(sig), 0, 0, 0, 0)
 }
 
-// statFields returns the fields of /proc/PID/stat after the command name:
+// StatFields returns the fields of /proc/PID/stat after the command name:
 // "pid (comm) state ppid pgrp ...", where comm may hold spaces and parens,
 // so the fields start after the last ')'. nil if there is none. (Not
 // package strings: see TestImportsStayLight.)
-func statFields(b []byte) []string {
+func StatFields(b []byte) []string {
 	i := len(b) - 1
 	for i >= 0 && b[i] != ')' {
 		i--
