@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/procwire/procwire/bridge/internal/initproc"
 	"github.com/procwire/procwire/proc"
 	"github.com/procwire/procwire/replay"
 )
@@ -166,8 +167,10 @@ func TestPTYSignalReachesAForegroundGroupWhoseLeaderIsGone(t *testing.T) {
 			return fg != 0 && fg != shell
 		})
 		eventually(t, "the reap of the group's leader", func() bool {
-			_, err := os.Stat("/proc/" + strconv.Itoa(fg))
-			return err != nil
+			// Gone, or its pid another's: not of the shell's session.
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(fg) + "/stat")
+			f := initproc.StatFields(b)
+			return err != nil || len(f) < 4 || f[3] != strconv.Itoa(shell)
 		})
 		delivered, err := p.Signal(syscall.SIGINT)
 		require.NoError(t, err)
