@@ -116,15 +116,30 @@ func TestPTYDestroy(t *testing.T) {
 	})
 }
 
+// interactiveShell is sh -i with "$ " as its prompt.
+func interactiveShell(t *testing.T) proc.Request {
+	return proc.Request{Executable: "sh", Arguments: []string{"-i"}, WorkingDirectory: t.TempDir(),
+		Environment: map[string]string{"PATH": "/usr/bin:/bin", "PS1": "$ "}}
+}
+
+// onTerminal starts req under c on a 24×80 terminal, and a consumer of
+// its output into the buffer returned.
+func onTerminal(t *testing.T, c *Containment, req proc.Request) (*Process, *consumer, *bytes.Buffer) {
+	t.Helper()
+	p, err := c.Start(req, ttyCfg(proc.DefaultExitWait))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy() })
+	var b bytes.Buffer
+	return p, newConsumer(t, p, &b), &b
+}
+
 // TestPTYSignalForeground: a signal goes to the terminal's foreground job,
 // as the key would: SIGINT ends the sleep an interactive shell runs in the
 // foreground, in a process group of its own, and the shell goes on.
 // Sent to the shell's group instead, it would leave the sleep running and
 // the shell would not answer.
 func TestPTYSignalForeground(t *testing.T) {
-	req := proc.Request{Executable: "sh", Arguments: []string{"-i"}, WorkingDirectory: t.TempDir(),
-		Environment: map[string]string{"PATH": "/usr/bin:/bin", "PS1": "$ "}}
-	p := start(t, req, ttyCfg(proc.DefaultExitWait))
+	p := start(t, interactiveShell(t), ttyCfg(proc.DefaultExitWait))
 	var b bytes.Buffer
 	cons := newConsumer(t, p, &b)
 	cons.until("the prompt", func() bool { return strings.Contains(b.String(), "$ ") })
@@ -151,13 +166,7 @@ func TestPTYSignalForeground(t *testing.T) {
 // on; sent to the shell's group instead, it would leave the sleep running.
 func TestPTYSignalReachesAForegroundGroupWhoseLeaderIsGone(t *testing.T) {
 	eachContainment(t, func(t *testing.T, c *Containment) {
-		req := proc.Request{Executable: "sh", Arguments: []string{"-i"}, WorkingDirectory: t.TempDir(),
-			Environment: map[string]string{"PATH": "/usr/bin:/bin", "PS1": "$ "}}
-		p, err := c.Start(req, ttyCfg(proc.DefaultExitWait))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = p.Destroy() })
-		var b bytes.Buffer
-		cons := newConsumer(t, p, &b)
+		p, cons, b := onTerminal(t, c, interactiveShell(t))
 		cons.until("the prompt", func() bool { return strings.Contains(b.String(), "$ ") })
 		shell := p.ttyForeground()
 		require.NoError(t, p.PushStdin([]byte("sleep 0.1 | sleep 300\n")))
@@ -168,8 +177,8 @@ func TestPTYSignalReachesAForegroundGroupWhoseLeaderIsGone(t *testing.T) {
 		})
 		eventually(t, "the reap of the group's leader", func() bool {
 			// Gone, or its pid another's: not of the shell's session.
-			b, err := os.ReadFile("/proc/" + strconv.Itoa(fg) + "/stat")
-			f := initproc.StatFields(b)
+			stat, err := os.ReadFile("/proc/" + strconv.Itoa(fg) + "/stat")
+			f := initproc.StatFields(stat)
 			return err != nil || len(f) < 4 || f[3] != strconv.Itoa(shell)
 		})
 		delivered, err := p.Signal(syscall.SIGINT)
@@ -196,13 +205,8 @@ setpgid($c, $c); tcsetpgrp(0, $c) or die "tcsetpgrp: $!";
 close R; close W; waitpid($c, 0);
 print "gone\n"; sleep 300;`
 	eachContainment(t, func(t *testing.T, c *Containment) {
-		req := proc.Request{Executable: "perl", Arguments: []string{"-e", script}, WorkingDirectory: t.TempDir(),
-			Environment: map[string]string{"PATH": "/usr/bin:/bin"}}
-		p, err := c.Start(req, ttyCfg(proc.DefaultExitWait))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = p.Destroy() })
-		var b bytes.Buffer
-		cons := newConsumer(t, p, &b)
+		p, cons, b := onTerminal(t, c, proc.Request{Executable: "perl", Arguments: []string{"-e", script},
+			WorkingDirectory: t.TempDir(), Environment: map[string]string{"PATH": "/usr/bin:/bin"}})
 		cons.until("the end of the foreground group", func() bool { return strings.Contains(b.String(), "gone") })
 		fg := p.ttyForeground()
 		require.NotZero(t, fg, "the terminal still names the ended group: %q", b.String())
