@@ -150,19 +150,6 @@ func (p *Process) Resize(rows, cols, xpixel, ypixel uint16) error {
 	return serr
 }
 
-// ttyForeground returns the terminal's foreground process group, as a pid
-// of the server's namespace, or 0 when it has none (every process left
-// it). The number alone names no group safely (signalForeground).
-func (p *Process) ttyForeground() int {
-	pgrp := 0
-	p.onMaster(func(master int) {
-		if g, err := unix.IoctlGetInt(master, unix.TIOCGPGRP); err == nil {
-			pgrp = g
-		}
-	})
-	return pgrp
-}
-
 // onMaster calls fn with the terminal's master, unless the process has no
 // terminal or Destroy closed it.
 func (p *Process) onMaster(fn func(master int)) {

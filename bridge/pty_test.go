@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/procwire/procwire/bridge/internal/initproc"
 	"github.com/procwire/procwire/proc"
@@ -114,6 +115,20 @@ func TestPTYDestroy(t *testing.T) {
 		require.Contains(t, []string{"SIGKILL", "SIGHUP"}, st.Signal)
 		require.ErrorIs(t, p.Resize(30, 100, 0, 0), proc.ErrDestroyed)
 	})
+}
+
+// ttyForeground returns the terminal's foreground process group, as a pid
+// of the server's namespace, or 0 when it has none or on pipes: what the
+// tests compare. The number alone names no group safely, which is why
+// Signal does not use it (signalForeground).
+func (p *Process) ttyForeground() int {
+	pgrp := 0
+	p.onMaster(func(master int) {
+		if g, err := unix.IoctlGetInt(master, unix.TIOCGPGRP); err == nil {
+			pgrp = g
+		}
+	})
+	return pgrp
 }
 
 // interactiveShell is sh -i with "$ " as its prompt.
